@@ -1,0 +1,1 @@
+"""Rally context plugins: keystone_tenants, keystone_users, token_pool."""

@@ -1,0 +1,1 @@
+"""Local Keystone deployments (and the mock token service) as processes."""

@@ -1,0 +1,1 @@
+"""Summary reports rendered from Rally results, and the Rally exporter."""

@@ -1,0 +1,1 @@
+"""Rally scenario plugins: KeystoneTokens.*"""

@@ -1,0 +1,1 @@
+"""Rally SLA plugins: latency_slope."""
