@@ -1,0 +1,173 @@
+"""Keystone's own virtual environments, built once per SPEC and cached.
+
+Keystone pins its oslo libraries; Rally pins others. Each Keystone SPEC (a
+pip requirement such as ``keystone==30.0.0`` or a local checkout path) gets a
+virtual environment of its own under the cache directory, so the two never
+clash and a second start does not install again.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import hashlib
+import os
+import re
+import shutil
+import subprocess
+import sys
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+from rally_keystone_bench.errors import BenchError
+
+DEFAULT_SPEC = "keystone"
+COMPLETE_MARKER = ".rkb-complete"
+
+Progress = Callable[[str], None]
+
+
+def _quiet(_: str) -> None:
+    pass
+
+
+def cache_root() -> Path:
+    """Where cached environments live: $KEYSTONE_BENCH_CACHE or ~/.cache/..."""
+    root = os.environ.get("KEYSTONE_BENCH_CACHE")
+    if root:
+        return Path(root)
+    return Path.home() / ".cache" / "rally-keystone-bench"
+
+
+def is_local_checkout(spec: str) -> bool:
+    return os.path.sep in spec or spec.startswith(".") or Path(spec).is_dir()
+
+
+def env_slug(spec: str) -> str:
+    """A directory name that identifies SPEC: readable, and unique by hash."""
+    key = str(Path(spec).resolve()) if is_local_checkout(spec) else spec.strip()
+    readable = re.sub(
+        r"[^A-Za-z0-9_.=-]+", "_", Path(key).name if is_local_checkout(spec) else key
+    )
+    digest = hashlib.sha256(key.encode()).hexdigest()[:10]
+    return f"{readable[:40]}-{digest}"
+
+
+def env_path(spec: str) -> Path:
+    return cache_root() / "venvs" / env_slug(spec)
+
+
+@contextlib.contextmanager
+def _locked(path: Path) -> Iterator[None]:
+    """Hold an exclusive lock so two starts never build one environment at once."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)
+
+
+def _pip(venv: Path, args: list[str], log: Path) -> None:
+    cmd = [
+        str(venv / "bin" / "python"),
+        "-m",
+        "pip",
+        "install",
+        "--disable-pip-version-check",
+        *args,
+    ]
+    with open(log, "a") as out:
+        out.write("$ " + " ".join(cmd) + "\n")
+        out.flush()
+        proc = subprocess.run(cmd, stdout=out, stderr=subprocess.STDOUT)
+    if proc.returncode != 0:
+        raise BenchError(
+            f"pip could not install {' '.join(args)}: {_pip_reason(log)} (log: {log})"
+        )
+
+
+def _pip_reason(log: Path) -> str:
+    """The most telling line of a failed pip run."""
+    lines = [
+        ln.strip()
+        for ln in log.read_text(errors="replace").splitlines()
+        if ln.strip() and not ln.startswith("WARNING: Location")
+    ]
+    for ln in reversed(lines):
+        if ln.startswith("ERROR:"):
+            return ln[len("ERROR:") :].strip()
+    return lines[-1] if lines else "no output"
+
+
+def ensure_keystone_env(
+    spec: str | None = None, extras: tuple[str, ...] = (), progress: Progress = _quiet
+) -> Path:
+    """Return a virtual environment with Keystone SPEC and uWSGI, building it once.
+
+    ``extras`` are further packages the deployment needs in Keystone's
+    environment (a database driver, gunicorn, mod_wsgi, a memcached client);
+    they are installed when missing.
+    """
+    spec = spec or DEFAULT_SPEC
+    if (
+        is_local_checkout(spec)
+        and not (Path(spec) / "setup.cfg").exists()
+        and not (Path(spec) / "pyproject.toml").exists()
+    ):
+        raise BenchError(
+            f"{spec} is not a Keystone checkout (no setup.cfg or pyproject.toml)"
+        )
+    venv = env_path(spec)
+    with _locked(venv.with_suffix(".lock")):
+        log = venv.with_suffix(".install.log")
+        if not (venv / COMPLETE_MARKER).exists():
+            if venv.exists():
+                shutil.rmtree(venv)
+            progress(
+                f"building Keystone environment for {spec} in {venv} (once per SPEC)"
+            )
+            log.write_text("")
+            subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
+            target = (
+                ["-e", str(Path(spec).resolve())] if is_local_checkout(spec) else [spec]
+            )
+            try:
+                _pip(venv, [*target, "uwsgi"], log)
+            except BenchError:
+                shutil.rmtree(venv, ignore_errors=True)
+                raise
+            (venv / COMPLETE_MARKER).write_text(spec + "\n")
+        missing = [pkg for pkg in extras if not _has_distribution(venv, pkg)]
+        if missing:
+            progress(f"installing {', '.join(missing)} into {venv}")
+            _pip(venv, missing, log)
+    return venv
+
+
+def _has_distribution(venv: Path, requirement: str) -> bool:
+    name = re.split(r"[<>=!~\[ ]", requirement, maxsplit=1)[0]
+    probe = f"import importlib.metadata as m; m.distribution({name!r})"
+    return (
+        subprocess.run(
+            [str(venv / "bin" / "python"), "-c", probe],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        ).returncode
+        == 0
+    )
+
+
+def keystone_version(venv: Path) -> str:
+    """The installed Keystone version in VENV."""
+    out = subprocess.run(
+        [
+            str(venv / "bin" / "python"),
+            "-c",
+            "import importlib.metadata as m; print(m.version('keystone'))",
+        ],
+        capture_output=True,
+        text=True,
+    )
+    return out.stdout.strip() or "unknown"
