@@ -22,15 +22,9 @@ def _target(path: str):
 
 def _add_deployment_options(p: argparse.ArgumentParser) -> None:
     """Options that describe a local Keystone deployment."""
-    p.add_argument(
-        "--port", type=int, default=None, help="loopback port (default: a free one)"
-    )
-    p.add_argument(
-        "--workers", type=int, default=None, help="server worker processes (default 2)"
-    )
-    p.add_argument(
-        "--threads", type=int, default=None, help="threads per worker (default 1)"
-    )
+    p.add_argument("--port", type=int, default=None, help="loopback port (default: a free one)")
+    p.add_argument("--workers", type=int, default=None, help="server worker processes (default 2)")
+    p.add_argument("--threads", type=int, default=None, help="threads per worker (default 1)")
     p.add_argument(
         "--keystone",
         metavar="SPEC",
@@ -89,14 +83,10 @@ def build_parser() -> argparse.ArgumentParser:
     up.set_defaults(func=_target("rally_keystone_bench.deploy.commands:keystone_up"))
     down = ks_sub.add_parser("down", help="stop the local Keystone, keep its logs")
     down.add_argument("--run-dir", default=None)
-    down.set_defaults(
-        func=_target("rally_keystone_bench.deploy.commands:keystone_down")
-    )
+    down.set_defaults(func=_target("rally_keystone_bench.deploy.commands:keystone_down"))
     status = ks_sub.add_parser("status", help="say whether the local Keystone answers")
     status.add_argument("--run-dir", default=None)
-    status.set_defaults(
-        func=_target("rally_keystone_bench.deploy.commands:keystone_status")
-    )
+    status.set_defaults(func=_target("rally_keystone_bench.deploy.commands:keystone_status"))
 
     # mock
     mock = sub.add_parser("mock", help="a minimal, fast token service on loopback")
@@ -126,29 +116,21 @@ def build_parser() -> argparse.ArgumentParser:
     mock.set_defaults(func=_target("rally_keystone_bench.deploy.mock:main"))
 
     # run
-    run = sub.add_parser(
-        "run", help="run Rally tasks against a local Keystone or a cloud"
-    )
-    run.add_argument(
-        "tasks", nargs="*", metavar="TASK", help="task files (default: the suite)"
-    )
+    run = sub.add_parser("run", help="run Rally tasks against a local Keystone or a cloud")
+    run.add_argument("tasks", nargs="*", metavar="TASK", help="task files (default: the suite)")
     run.add_argument("--task-args", default=None, metavar="JSON")
     run.add_argument(
         "--existing-cloud",
         action="store_true",
         help="use the cloud described by OS_* variables (or --spec)",
     )
-    run.add_argument(
-        "--spec", default=None, help="a Rally env spec file for an existing cloud"
-    )
+    run.add_argument("--spec", default=None, help="a Rally env spec file for an existing cloud")
     run.add_argument("--reports-dir", default="reports")
     _add_deployment_options(run)
     run.set_defaults(func=_target("rally_keystone_bench.runner:main"))
 
     # report
-    rep = sub.add_parser(
-        "report", help="summary.html and summary.json from a Rally result"
-    )
+    rep = sub.add_parser("report", help="summary.html and summary.json from a Rally result")
     rep.add_argument("result", metavar="RESULT.json|TASK_UUID")
     rep.add_argument("--out", default=None, help="output directory")
     rep.set_defaults(func=_target("rally_keystone_bench.report.render:main"))
@@ -157,9 +139,7 @@ def build_parser() -> argparse.ArgumentParser:
     cmp_ = sub.add_parser("compare", help="A/B comparison of two Rally results")
     cmp_.add_argument("base", metavar="BASE.json")
     cmp_.add_argument("candidate", metavar="CAND.json")
-    cmp_.add_argument(
-        "--threshold", type=float, default=10.0, help="percent (default 10)"
-    )
+    cmp_.add_argument("--threshold", type=float, default=10.0, help="percent (default 10)")
     cmp_.add_argument("--alpha", type=float, default=0.01)
     cmp_.add_argument("--json", default=None, metavar="OUT")
     cmp_.add_argument("--html", default=None, metavar="OUT")
@@ -167,9 +147,7 @@ def build_parser() -> argparse.ArgumentParser:
     cmp_.set_defaults(func=_target("rally_keystone_bench.compare:main"))
 
     # capacity
-    cap = sub.add_parser(
-        "capacity", help="search N, the highest rps without degradation"
-    )
+    cap = sub.add_parser("capacity", help="search N, the highest rps without degradation")
     cap.add_argument("--scenario", required=True)
     cap.add_argument("--low", type=float, default=1.0)
     cap.add_argument("--high", type=float, default=200.0)
@@ -183,9 +161,7 @@ def build_parser() -> argparse.ArgumentParser:
     cap.set_defaults(func=_target("rally_keystone_bench.capacity:main"))
 
     # matrix
-    mat = sub.add_parser(
-        "matrix", help="run one task on several deployments and tabulate"
-    )
+    mat = sub.add_parser("matrix", help="run one task on several deployments and tabulate")
     mat.add_argument("--deployments", required=True, metavar="FILE.yaml")
     mat.add_argument("--task", required=True)
     mat.add_argument("--task-args", default=None, metavar="JSON")
@@ -194,9 +170,7 @@ def build_parser() -> argparse.ArgumentParser:
     mat.set_defaults(func=_target("rally_keystone_bench.matrix:main"))
 
     # gate
-    gate = sub.add_parser(
-        "gate", help="baseline against candidate Keystone, interleaved"
-    )
+    gate = sub.add_parser("gate", help="baseline against candidate Keystone, interleaved")
     gate.add_argument("--baseline", required=True, metavar="SPEC")
     gate.add_argument("--candidate", required=True, metavar="SPEC")
     gate.add_argument("--task", default="tasks/gate.yaml")
@@ -207,9 +181,7 @@ def build_parser() -> argparse.ArgumentParser:
     gate.set_defaults(func=_target("rally_keystone_bench.gate:main"))
 
     # cleanup
-    clean = sub.add_parser(
-        "cleanup", help="delete the projects and users kept by a reuse TAG"
-    )
+    clean = sub.add_parser("cleanup", help="delete the projects and users kept by a reuse TAG")
     clean.add_argument("--reuse", required=True, metavar="TAG")
     clean.add_argument("--spec", default=None)
     clean.add_argument("--run-dir", default=None)

@@ -62,25 +62,16 @@ class Deployment:
     def validate(self) -> None:
         """Raise BenchError on a setting that cannot work, before anything starts."""
         if self.server not in SERVERS:
-            raise BenchError(
-                f"server must be one of {', '.join(SERVERS)}, not {self.server!r}"
-            )
+            raise BenchError(f"server must be one of {', '.join(SERVERS)}, not {self.server!r}")
         if self.db not in DATABASES:
-            raise BenchError(
-                f"db must be one of {', '.join(DATABASES)}, not {self.db!r}"
-            )
+            raise BenchError(f"db must be one of {', '.join(DATABASES)}, not {self.db!r}")
         if self.cache not in CACHES:
-            raise BenchError(
-                f"cache must be one of {', '.join(CACHES)}, not {self.cache!r}"
-            )
+            raise BenchError(f"cache must be one of {', '.join(CACHES)}, not {self.cache!r}")
         if self.workers < 1:
             raise BenchError(f"workers must be at least 1, not {self.workers}")
         if self.threads < 1:
             raise BenchError(f"threads must be at least 1, not {self.threads}")
-        if (
-            self.password_hash_rounds is not None
-            and not 4 <= self.password_hash_rounds <= 31
-        ):
+        if self.password_hash_rounds is not None and not 4 <= self.password_hash_rounds <= 31:
             raise BenchError(
                 f"password hash rounds must be 4-31 (bcrypt), not {self.password_hash_rounds}"
             )
@@ -195,9 +186,7 @@ class LocalKeystone:
         if self.port is None:
             self.port = process.find_free_port()
         elif self.pids:
-            raise BenchError(
-                f"a Keystone from {self.run_dir} is already running: stop it first"
-            )
+            raise BenchError(f"a Keystone from {self.run_dir} is already running: stop it first")
         self.venv = venv.ensure_keystone_env(
             dep.keystone, extras=self._extra_packages(), progress=self.progress
         )
@@ -311,14 +300,10 @@ class LocalKeystone:
         log = self.run_dir / "keystone-manage.log"
         with open(log, "a") as out:
             out.write(
-                "$ keystone-manage "
-                + " ".join(a for a in args if "password" not in a)
-                + "\n"
+                "$ keystone-manage " + " ".join(a for a in args if "password" not in a) + "\n"
             )
             out.flush()
-            proc = subprocess.run(
-                cmd, stdout=out, stderr=subprocess.STDOUT, env=self._env()
-            )
+            proc = subprocess.run(cmd, stdout=out, stderr=subprocess.STDOUT, env=self._env())
         if proc.returncode != 0:
             raise BenchError(
                 f"keystone-manage {args[0]} failed (exit {proc.returncode}); see {log}"
@@ -337,9 +322,7 @@ class LocalKeystone:
         if self.deployment.db == "sqlite":
             _sqlite_wal(self.run_dir / "keystone.db")
         self._manage("fernet_setup", "--keystone-user", user, "--keystone-group", group)
-        self._manage(
-            "credential_setup", "--keystone-user", user, "--keystone-group", group
-        )
+        self._manage("credential_setup", "--keystone-user", user, "--keystone-group", group)
         # The password goes through the environment, never on a command line.
         env = self._env()
         env["OS_BOOTSTRAP_PASSWORD"] = self.admin_password
@@ -402,9 +385,7 @@ class LocalKeystone:
             raise BenchError(f"server {self.deployment.server} is not supported yet")
         ini = self.run_dir / "uwsgi.ini"
         ini.write_text(self._uwsgi_ini())
-        self.progress(
-            f"starting Keystone ({self.deployment.describe()}) on port {self.port}"
-        )
+        self.progress(f"starting Keystone ({self.deployment.describe()}) on port {self.port}")
         pid = process.spawn(
             [self._bin("uwsgi"), "--ini", str(ini)],
             self.server_log_path,
@@ -418,9 +399,7 @@ class LocalKeystone:
         deadline = time.monotonic() + START_TIMEOUT
         while time.monotonic() < deadline:
             if not all(process.is_alive(p) for p in self.pids.values()):
-                raise BenchError(
-                    f"Keystone exited during start; see {self.server_log_path}"
-                )
+                raise BenchError(f"Keystone exited during start; see {self.server_log_path}")
             if self.answers() and self._admin_token_status() == 201:
                 return
             time.sleep(0.3)

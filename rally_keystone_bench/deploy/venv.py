@@ -46,9 +46,7 @@ def is_local_checkout(spec: str) -> bool:
 def env_slug(spec: str) -> str:
     """A directory name that identifies SPEC: readable, and unique by hash."""
     key = str(Path(spec).resolve()) if is_local_checkout(spec) else spec.strip()
-    readable = re.sub(
-        r"[^A-Za-z0-9_.=-]+", "_", Path(key).name if is_local_checkout(spec) else key
-    )
+    readable = re.sub(r"[^A-Za-z0-9_.=-]+", "_", Path(key).name if is_local_checkout(spec) else key)
     digest = hashlib.sha256(key.encode()).hexdigest()[:10]
     return f"{readable[:40]}-{digest}"
 
@@ -83,9 +81,7 @@ def _pip(venv: Path, args: list[str], log: Path) -> None:
         out.flush()
         proc = subprocess.run(cmd, stdout=out, stderr=subprocess.STDOUT)
     if proc.returncode != 0:
-        raise BenchError(
-            f"pip could not install {' '.join(args)}: {_pip_reason(log)} (log: {log})"
-        )
+        raise BenchError(f"pip could not install {' '.join(args)}: {_pip_reason(log)} (log: {log})")
 
 
 def _pip_reason(log: Path) -> str:
@@ -116,23 +112,17 @@ def ensure_keystone_env(
         and not (Path(spec) / "setup.cfg").exists()
         and not (Path(spec) / "pyproject.toml").exists()
     ):
-        raise BenchError(
-            f"{spec} is not a Keystone checkout (no setup.cfg or pyproject.toml)"
-        )
+        raise BenchError(f"{spec} is not a Keystone checkout (no setup.cfg or pyproject.toml)")
     venv = env_path(spec)
     with _locked(venv.with_suffix(".lock")):
         log = venv.with_suffix(".install.log")
         if not (venv / COMPLETE_MARKER).exists():
             if venv.exists():
                 shutil.rmtree(venv)
-            progress(
-                f"building Keystone environment for {spec} in {venv} (once per SPEC)"
-            )
+            progress(f"building Keystone environment for {spec} in {venv} (once per SPEC)")
             log.write_text("")
             subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
-            target = (
-                ["-e", str(Path(spec).resolve())] if is_local_checkout(spec) else [spec]
-            )
+            target = ["-e", str(Path(spec).resolve())] if is_local_checkout(spec) else [spec]
             try:
                 _pip(venv, [*target, "uwsgi"], log)
             except BenchError:
