@@ -1,0 +1,596 @@
+"""Read Rally's JSON report into per-workload, per-atomic-action numpy arrays.
+
+The input is what ``rally task report --json`` writes (format_version 1.x;
+Rally 5.1.1 writes 1.2). The file is read as a stream: iterations are parsed
+one at a time and folded into compact arrays, so a report of 200,000
+iterations needs tens of megabytes, not the gigabyte that the whole JSON tree
+would. Nested atomic actions are flattened: each nested action is a sample
+under its own name (``KeystoneTokens.concurrent_create`` gives many
+``keystone.issue_token`` samples per iteration).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import re
+import subprocess
+import tempfile
+from array import array
+from collections.abc import Iterable, Iterator, Mapping
+from typing import TYPE_CHECKING, Any, TextIO
+
+from rally_keystone_bench.errors import BenchError
+
+if TYPE_CHECKING:
+    import numpy as np
+
+TASK_UUID_RE = re.compile(r"^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$", re.I)
+TOTAL = "total"  # pseudo action: the whole iteration, as in Rally's tables
+
+_HTTP_RE = re.compile(r"\bHTTP[ /:]*(?:1\.[01] )?([1-5]\d\d)\b")
+_STATUS_RE = re.compile(r"\b(?:status(?: code)?|code)[ :=]+([1-5]\d\d)\b", re.I)
+_EXC_STATUS = {
+    "BadRequest": 400,
+    "Unauthorized": 401,
+    "Forbidden": 403,
+    "NotFound": 404,
+    "Conflict": 409,
+    "InternalServerError": 500,
+    "HttpServerError": 500,
+    "BadGateway": 502,
+    "ServiceUnavailable": 503,
+    "GatewayTimeout": 504,
+}
+# A token (Fernet tokens are ~180 characters of base64url) or any long secret-like
+# run of characters; shortened to its first 8 characters wherever it is shown.
+_TOKEN_RE = re.compile(r"[A-Za-z0-9_\-]{32,}={0,2}")
+_REQ_ID_RE = re.compile(r"req-[0-9a-f\-]{36}")
+_SECRET_KEY_RE = re.compile(r"pass(word)?|secret|token|credential|key$", re.I)
+
+
+def shorten_secrets(text: str, limit: int = 300) -> str:
+    """``text`` with token-like strings cut to 8 characters and request ids masked."""
+    text = _REQ_ID_RE.sub("req-…", text)
+    text = _TOKEN_RE.sub(lambda m: m.group(0)[:8] + "…", text)
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def redact(value: Any) -> Any:
+    """A copy of ``value`` with password, secret and token entries hidden."""
+    if isinstance(value, Mapping):
+        return {
+            k: ("***" if isinstance(k, str) and _SECRET_KEY_RE.search(k) else redact(v))
+            for k, v in value.items()
+        }
+    if isinstance(value, list | tuple):
+        return [redact(v) for v in value]
+    if isinstance(value, str):
+        return shorten_secrets(value, limit=10_000)
+    return value
+
+
+def http_status(error_type: str, message: str) -> int | None:
+    """The HTTP status an iteration error names, if any."""
+    m = _HTTP_RE.search(message) or _STATUS_RE.search(message)
+    if m:
+        return int(m.group(1))
+    return _EXC_STATUS.get(error_type)
+
+
+@dataclasses.dataclass
+class ActionSamples:
+    """Every timed occurrence of one atomic action in one workload."""
+
+    name: str
+    duration: np.ndarray  # seconds
+    started_at: np.ndarray  # epoch seconds
+    failed: np.ndarray  # bool
+
+    @property
+    def count(self) -> int:
+        return int(self.duration.size)
+
+    @property
+    def success_percent(self) -> float:
+        if self.count == 0:
+            return 0.0
+        return 100.0 * (1.0 - float(self.failed.mean()))
+
+    def ok_durations(self) -> np.ndarray:
+        """Durations of the occurrences that did not fail."""
+        return self.duration[~self.failed]
+
+
+@dataclasses.dataclass
+class ErrorGroup:
+    """Failed iterations with one error type and HTTP status."""
+
+    type: str
+    status: int | None
+    count: int
+    example: str  # one message, with secrets shortened
+
+
+@dataclasses.dataclass
+class Workload:
+    """One workload of a Rally task, with its samples as arrays."""
+
+    scenario: str
+    args: dict[str, Any]
+    runner_type: str
+    runner: dict[str, Any]
+    contexts: dict[str, Any]
+    sla: list[dict[str, Any]]
+    pass_sla: bool
+    description: str
+    task_uuid: str
+    env_name: str
+    subtask: str
+    position: int
+    start_time: float | None
+    load_duration: float
+    full_duration: float
+    iteration_started: np.ndarray
+    iteration_duration: np.ndarray
+    iteration_failed: np.ndarray
+    actions: dict[str, ActionSamples]  # atomic actions in order of appearance, then TOTAL
+    errors: list[ErrorGroup]
+    source: str = ""
+
+    @property
+    def iterations(self) -> int:
+        return int(self.iteration_duration.size)
+
+    @property
+    def failed_iterations(self) -> int:
+        return int(self.iteration_failed.sum())
+
+    @property
+    def successful_iterations(self) -> int:
+        return self.iterations - self.failed_iterations
+
+    @property
+    def throughput(self) -> float:
+        """Successful iterations per second of load."""
+        if self.load_duration <= 0:
+            return 0.0
+        return self.successful_iterations / self.load_duration
+
+    def key(self) -> tuple[str, str, str, str]:
+        """What must match for two workloads to be compared."""
+        return (
+            self.scenario,
+            json.dumps(self.args, sort_keys=True, default=str),
+            self.runner_type,
+            json.dumps(self.runner, sort_keys=True, default=str),
+        )
+
+    def runner_text(self) -> str:
+        """``constant(concurrency=2, times=100)``."""
+        inner = ", ".join(f"{k}={v}" for k, v in sorted(self.runner.items()) if k != "type")
+        return f"{self.runner_type}({inner})"
+
+    def label(self) -> str:
+        args = ", ".join(f"{k}={v}" for k, v in sorted(redact(self.args).items()))
+        return f"{self.scenario}({args}) {self.runner_text()}"
+
+    def window_throughput(self, windows: int | None = None) -> np.ndarray:
+        """Successful iterations per second in equal slices of the load.
+
+        Gives throughput a distribution, so two runs can be compared with the
+        same test as latencies. Default: one slice per 10 iterations, 5 to 50.
+        """
+        import numpy as np
+
+        n = self.iterations
+        if n == 0:
+            return np.zeros(0)
+        if windows is None:
+            windows = int(min(50, max(5, n // 10)))
+        ends = self.iteration_started + self.iteration_duration
+        t0 = float(self.iteration_started.min())
+        t1 = float(ends.max())
+        if t1 <= t0:
+            return np.zeros(0)
+        edges = np.linspace(t0, t1, windows + 1)
+        counts, _ = np.histogram(ends[~self.iteration_failed], bins=edges)
+        return counts / np.diff(edges)
+
+
+class _ActionAcc:
+    __slots__ = ("duration", "started", "failed")
+
+    def __init__(self) -> None:
+        self.duration = array("d")
+        self.started = array("d")
+        self.failed = array("b")
+
+
+class _WorkloadBuilder:
+    """Folds one workload's iterations into arrays as they are parsed."""
+
+    def __init__(self, where: str) -> None:
+        self.where = where
+        self.meta: dict[str, Any] = {}
+        self.ts = array("d")
+        self.dur = array("d")
+        self.failed = array("b")
+        self.actions: dict[str, _ActionAcc] = {}
+        self.errors: dict[tuple[str, int | None], list] = {}
+
+    def _walk(self, atomics: Any, it_index: int) -> None:
+        if not isinstance(atomics, list):
+            raise BenchError(f"{self.where}: iteration {it_index}: atomic_actions is not a list")
+        for a in atomics:
+            try:
+                name = a["name"]
+                started = a.get("started_at")
+                finished = a.get("finished_at")
+                children = a.get("children") or []
+            except (TypeError, KeyError, AttributeError):
+                raise BenchError(
+                    f"{self.where}: iteration {it_index}: an atomic action lacks its name"
+                ) from None
+            if started is not None and finished is not None:
+                acc = self.actions.get(name)
+                if acc is None:
+                    acc = self.actions[name] = _ActionAcc()
+                acc.duration.append(float(finished) - float(started))
+                acc.started.append(float(started))
+                acc.failed.append(1 if a.get("failed") else 0)
+            if children:
+                self._walk(children, it_index)
+
+    def add_iteration(self, it: Any) -> None:
+        i = len(self.dur)
+        try:
+            ts = float(it["timestamp"])
+            dur = float(it["duration"])
+            idle = float(it.get("idle_duration") or 0.0)
+            error = it.get("error") or []
+            atomics = it.get("atomic_actions") or []
+        except (TypeError, KeyError, ValueError, AttributeError):
+            raise BenchError(
+                f"{self.where}: iteration {i} is not a Rally iteration "
+                "(needs timestamp and duration)"
+            ) from None
+        self.ts.append(ts)
+        self.dur.append(dur + idle)
+        self.failed.append(1 if error else 0)
+        if error:
+            etype = str(error[0]) if len(error) > 0 else "Error"
+            msg = str(error[1]) if len(error) > 1 else ""
+            key = (etype, http_status(etype, msg))
+            grp = self.errors.get(key)
+            if grp is None:
+                self.errors[key] = [1, shorten_secrets(msg)]
+            else:
+                grp[0] += 1
+        self._walk(atomics, i)
+
+    def build(self, task: Mapping[str, Any], subtask: Mapping[str, Any], source: str) -> Workload:
+        import numpy as np
+
+        m = self.meta
+        try:
+            ((scenario, args),) = m["scenario"].items()
+            ((runner_type, runner),) = m["runner"].items()
+        except (KeyError, ValueError, AttributeError):
+            raise BenchError(
+                f"{self.where}: not a Rally workload (needs one scenario and one runner)"
+            ) from None
+        ts = np.frombuffer(self.ts, dtype=float).copy()
+        dur = np.frombuffer(self.dur, dtype=float).copy()
+        failed = np.frombuffer(self.failed, dtype=np.int8).astype(bool)
+        actions: dict[str, ActionSamples] = {}
+        for name, acc in self.actions.items():
+            actions[name] = ActionSamples(
+                name,
+                np.frombuffer(acc.duration, dtype=float).copy(),
+                np.frombuffer(acc.started, dtype=float).copy(),
+                np.frombuffer(acc.failed, dtype=np.int8).astype(bool),
+            )
+        actions[TOTAL] = ActionSamples(TOTAL, dur, ts, failed)
+        start_time = m.get("start_time")
+        if start_time is not None and start_time > 1e12:  # microseconds, as Rally's DB keeps
+            start_time = start_time / 1e6
+        load = float(m.get("load_duration") or 0.0)
+        if load <= 0 and ts.size:
+            load = float((ts + dur).max() - ts.min())
+        sla_results = m.get("sla_results") or {}
+        errors = [
+            ErrorGroup(etype, status, count, example)
+            for (etype, status), (count, example) in sorted(
+                self.errors.items(), key=lambda kv: -kv[1][0]
+            )
+        ]
+        return Workload(
+            scenario=str(scenario),
+            args=dict(args or {}),
+            runner_type=str(runner_type),
+            runner=dict(runner or {}),
+            contexts=dict(m.get("contexts") or {}),
+            sla=list(sla_results.get("sla", [])) if isinstance(sla_results, Mapping) else [],
+            pass_sla=bool(m.get("pass_sla", True)),
+            description=str(m.get("description") or ""),
+            task_uuid=str(task.get("uuid", "")),
+            env_name=str(task.get("env_name", "")),
+            subtask=str(subtask.get("title", "")),
+            position=int(m.get("position") or 0),
+            start_time=start_time,
+            load_duration=load,
+            full_duration=float(m.get("full_duration") or 0.0),
+            iteration_started=ts,
+            iteration_duration=dur,
+            iteration_failed=failed,
+            actions=actions,
+            errors=errors,
+            source=source,
+        )
+
+
+class _Stream:
+    """A JSON text read in chunks; values are decoded one at a time."""
+
+    CHUNK = 1 << 20
+
+    def __init__(self, f: TextIO, name: str) -> None:
+        self.f = f
+        self.name = name
+        self.buf = ""
+        self.pos = 0
+        self.offset = 0  # characters dropped before buf
+        self.eof = False
+        self.decoder = json.JSONDecoder()
+        self._ws = re.compile(r"\S")
+
+    def _fill(self) -> bool:
+        try:
+            chunk = self.f.read(self.CHUNK)
+        except UnicodeDecodeError:
+            raise BenchError(f"{self.name}: not UTF-8 text, not a Rally JSON report") from None
+        if not chunk:
+            self.eof = True
+            return False
+        self.offset += self.pos
+        self.buf = self.buf[self.pos :] + chunk
+        self.pos = 0
+        return True
+
+    def truncated(self) -> BenchError:
+        return BenchError(
+            f"{self.name}: truncated JSON (ends after {self.offset + len(self.buf)} characters)"
+        )
+
+    def peek(self) -> str:
+        while True:
+            m = self._ws.search(self.buf, self.pos)
+            if m:
+                self.pos = m.start()
+                return self.buf[self.pos]
+            self.pos = len(self.buf)
+            if not self._fill():
+                return ""
+
+    def expect(self, chars: str) -> str:
+        c = self.peek()
+        if c == "":
+            raise self.truncated()
+        if c not in chars:
+            raise BenchError(
+                f"{self.name}: invalid JSON at character {self.offset + self.pos}: "
+                f"expected {' or '.join(repr(x) for x in chars)}"
+            )
+        self.pos += 1
+        return c
+
+    def value(self) -> Any:
+        if self.peek() == "":
+            raise self.truncated()
+        while True:
+            try:
+                obj, end = self.decoder.raw_decode(self.buf, self.pos)
+            except json.JSONDecodeError as e:
+                near_end = e.pos >= len(self.buf) - 16 or e.msg.startswith("Unterminated")
+                if near_end and not self.eof and self._fill():
+                    continue
+                if near_end:
+                    raise self.truncated() from None
+                raise BenchError(
+                    f"{self.name}: invalid JSON at character {self.offset + e.pos}: {e.msg}"
+                ) from None
+            if len(self.buf) - end < 64 and not self.eof and self._fill():
+                # A number cut by the chunk's end ("0." of "0.25") decodes as a
+                # shorter number: decide only with more text after it.
+                continue
+            self.pos = end
+            return obj
+
+    def members(self) -> Iterator[str]:
+        """Keys of the object that starts here; the caller reads each value."""
+        self.expect("{")
+        if self.peek() == "}":
+            self.pos += 1
+            return
+        while True:
+            key = self.value()
+            if not isinstance(key, str):
+                raise BenchError(f"{self.name}: invalid JSON: an object key is not a string")
+            self.expect(":")
+            yield key
+            if self.expect(",}") == "}":
+                return
+
+    def items(self) -> Iterator[None]:
+        """Elements of the array that starts here; the caller reads each one."""
+        self.expect("[")
+        if self.peek() == "]":
+            self.pos += 1
+            return
+        while True:
+            yield None
+            if self.expect(",]") == "]":
+                return
+
+
+def _not_rally(name: str, why: str) -> BenchError:
+    return BenchError(
+        f"{name}: not a Rally JSON report ({why}); make one with rally task report --json"
+    )
+
+
+def _read_stream(s: _Stream) -> list[Workload]:
+    first = s.peek()
+    if first == "":
+        raise BenchError(f"{s.name}: empty file, not a Rally JSON report")
+    if first == "[":
+        raise _not_rally(s.name, "a list: the old 'rally task results' format")
+    if first != "{":
+        raise _not_rally(s.name, "not a JSON object")
+    info: Any = None
+    workloads: list[Workload] = []
+    saw_tasks = False
+    for key in s.members():
+        if key == "tasks":
+            saw_tasks = True
+            if s.peek() != "[":
+                raise _not_rally(s.name, "'tasks' is not a list")
+            for _ in s.items():
+                workloads.extend(_read_task(s, len(workloads)))
+        elif key == "info":
+            info = s.value()
+        else:
+            s.value()
+    if s.peek() != "":
+        raise BenchError(f"{s.name}: invalid JSON: text after the report's end")
+    if not saw_tasks or not isinstance(info, Mapping) or "format_version" not in info:
+        raise _not_rally(s.name, "no 'info.format_version' and 'tasks'")
+    version = str(info["format_version"])
+    if not version.startswith("1."):
+        raise _not_rally(s.name, f"format_version {version}, this reads 1.x")
+    for wl in workloads:
+        wl.source = s.name
+    return workloads
+
+
+def _read_task(s: _Stream, first_index: int) -> list[Workload]:
+    if s.peek() != "{":
+        raise _not_rally(s.name, "a task is not an object")
+    task: dict[str, Any] = {}
+    pending: list[tuple[_WorkloadBuilder, dict[str, Any]]] = []
+    for key in s.members():
+        if key == "subtasks":
+            if s.peek() != "[":
+                raise _not_rally(s.name, "'subtasks' is not a list")
+            for _ in s.items():
+                pending.extend(_read_subtask(s, first_index + len(pending)))
+        else:
+            task[key] = s.value()
+    return [b.build(task, sub, s.name) for b, sub in pending]
+
+
+def _read_subtask(s: _Stream, first_index: int) -> list[tuple[_WorkloadBuilder, dict[str, Any]]]:
+    if s.peek() != "{":
+        raise _not_rally(s.name, "a subtask is not an object")
+    sub: dict[str, Any] = {}
+    builders: list[_WorkloadBuilder] = []
+    for key in s.members():
+        if key == "workloads":
+            if s.peek() != "[":
+                raise _not_rally(s.name, "'workloads' is not a list")
+            for _ in s.items():
+                b = _WorkloadBuilder(f"{s.name}: workload {first_index + len(builders)}")
+                if s.peek() != "{":
+                    raise _not_rally(s.name, "a workload is not an object")
+                for wkey in s.members():
+                    if wkey == "data":
+                        if s.peek() != "[":
+                            raise _not_rally(s.name, "a workload's 'data' is not a list")
+                        for _ in s.items():
+                            b.add_iteration(s.value())
+                    else:
+                        b.meta[wkey] = s.value()
+                builders.append(b)
+        else:
+            sub[key] = s.value()
+    return [(b, sub) for b in builders]
+
+
+def load(path: str | os.PathLike[str]) -> list[Workload]:
+    """Every workload of the Rally JSON report at ``path``.
+
+    Raises BenchError (exit 2) naming the file and the reason when it cannot
+    be read, is truncated, is not JSON or is not a Rally report.
+    """
+    name = os.fspath(path)
+    try:
+        with open(name, encoding="utf-8") as f:
+            return _read_stream(_Stream(f, name))
+    except OSError as e:
+        raise BenchError(f"{name}: cannot read: {e.strerror or e}") from None
+
+
+def from_report(report: Mapping[str, Any], name: str = "<report>") -> list[Workload]:
+    """Workloads of a JSON report already in memory (a dict as Rally writes it)."""
+    if not isinstance(report, Mapping) or "tasks" not in report:
+        raise _not_rally(name, "no 'tasks'")
+    workloads: list[Workload] = []
+    for task in report["tasks"]:
+        for sub in task.get("subtasks", []):
+            for wl in sub.get("workloads", []):
+                b = _WorkloadBuilder(f"{name}: workload {len(workloads)}")
+                for it in wl.get("data") or []:
+                    b.add_iteration(it)
+                b.meta = {k: v for k, v in wl.items() if k != "data"}
+                workloads.append(b.build(task, sub, name))
+    return workloads
+
+
+def is_task_uuid(text: str) -> bool:
+    return bool(TASK_UUID_RE.match(text))
+
+
+def load_task(task_uuid: str, rally_home: str | None = None) -> list[Workload]:
+    """Workloads of a task in Rally's database, via ``rally task report --json``.
+
+    Uses our RallyHome at ``rally_home`` (default: $KEYSTONE_BENCH_RALLY_HOME)
+    when given, else the rally command with its own configuration.
+    """
+    home = rally_home or os.environ.get("KEYSTONE_BENCH_RALLY_HOME")
+    with tempfile.TemporaryDirectory(prefix="kb-report-") as tmp:
+        out = os.path.join(tmp, "report.json")
+        if home:
+            from rally_keystone_bench.rallyenv import RallyHome
+
+            RallyHome(home).rally("task", "report", task_uuid, "--json", "--out", out)
+        else:
+            from rally_keystone_bench.rallyenv import last_line, rally_executable
+
+            proc = subprocess.run(
+                [rally_executable(), "task", "report", task_uuid, "--json", "--out", out],
+                capture_output=True,
+                text=True,
+            )
+            if proc.returncode != 0:
+                raise BenchError(f"rally task report {task_uuid} failed: {last_line(proc)}")
+        workloads = load(out)
+    for wl in workloads:
+        wl.source = task_uuid
+    return workloads
+
+
+def load_any(result: str) -> list[Workload]:
+    """A report file, or a task uuid looked up in Rally's database."""
+    if not os.path.exists(result) and is_task_uuid(result):
+        return load_task(result)
+    return load(result)
+
+
+def pool(arrays: Iterable[np.ndarray]) -> np.ndarray:
+    """One array of the samples of several runs."""
+    import numpy as np
+
+    arrays = list(arrays)
+    return np.concatenate(arrays) if arrays else np.zeros(0)
