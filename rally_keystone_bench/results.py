@@ -441,6 +441,15 @@ def _not_rally(name: str, why: str) -> BenchError:
     )
 
 
+def _expect_start(s: _Stream, char: str, why: str) -> None:
+    """The next value must open with ``char``: else truncated, or not Rally's."""
+    c = s.peek()
+    if c == "":
+        raise s.truncated()
+    if c != char:
+        raise _not_rally(s.name, why)
+
+
 def _read_stream(s: _Stream) -> list[Workload]:
     first = s.peek()
     if first == "":
@@ -455,8 +464,7 @@ def _read_stream(s: _Stream) -> list[Workload]:
     for key in s.members():
         if key == "tasks":
             saw_tasks = True
-            if s.peek() != "[":
-                raise _not_rally(s.name, "'tasks' is not a list")
+            _expect_start(s, "[", "'tasks' is not a list")
             for _ in s.items():
                 workloads.extend(_read_task(s, len(workloads)))
         elif key == "info":
@@ -476,14 +484,12 @@ def _read_stream(s: _Stream) -> list[Workload]:
 
 
 def _read_task(s: _Stream, first_index: int) -> list[Workload]:
-    if s.peek() != "{":
-        raise _not_rally(s.name, "a task is not an object")
+    _expect_start(s, "{", "a task is not an object")
     task: dict[str, Any] = {}
     pending: list[tuple[_WorkloadBuilder, dict[str, Any]]] = []
     for key in s.members():
         if key == "subtasks":
-            if s.peek() != "[":
-                raise _not_rally(s.name, "'subtasks' is not a list")
+            _expect_start(s, "[", "'subtasks' is not a list")
             for _ in s.items():
                 pending.extend(_read_subtask(s, first_index + len(pending)))
         else:
@@ -492,22 +498,18 @@ def _read_task(s: _Stream, first_index: int) -> list[Workload]:
 
 
 def _read_subtask(s: _Stream, first_index: int) -> list[tuple[_WorkloadBuilder, dict[str, Any]]]:
-    if s.peek() != "{":
-        raise _not_rally(s.name, "a subtask is not an object")
+    _expect_start(s, "{", "a subtask is not an object")
     sub: dict[str, Any] = {}
     builders: list[_WorkloadBuilder] = []
     for key in s.members():
         if key == "workloads":
-            if s.peek() != "[":
-                raise _not_rally(s.name, "'workloads' is not a list")
+            _expect_start(s, "[", "'workloads' is not a list")
             for _ in s.items():
                 b = _WorkloadBuilder(f"{s.name}: workload {first_index + len(builders)}")
-                if s.peek() != "{":
-                    raise _not_rally(s.name, "a workload is not an object")
+                _expect_start(s, "{", "a workload is not an object")
                 for wkey in s.members():
                     if wkey == "data":
-                        if s.peek() != "[":
-                            raise _not_rally(s.name, "a workload's 'data' is not a list")
+                        _expect_start(s, "[", "a workload's 'data' is not a list")
                         for _ in s.items():
                             b.add_iteration(s.value())
                     else:
