@@ -1,0 +1,378 @@
+"""summary.html and summary.json from Rally results.
+
+``keystone-bench report RESULT.json|TASK_UUID [--out DIR]``. The HTML is one
+self-contained file (inline style, inline SVG, no script, no font, no link);
+summary.json holds the same numbers. Latency figures are of successful
+samples; failures are counted in success % and grouped under errors.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import math
+import os
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from rally_keystone_bench import stats
+from rally_keystone_bench.errors import BenchError
+
+if TYPE_CHECKING:
+    import argparse
+
+    import jinja2
+
+    from rally_keystone_bench.results import Workload
+
+TEMPLATES = Path(__file__).parent / "templates"
+FIGURES = ("min", "mean", "p50", "p90", "p95", "p99", "p99.9", "max")
+
+
+def environment() -> jinja2.Environment:
+    """The jinja2 environment of our templates, HTML-escaping by default."""
+    import jinja2
+
+    env = jinja2.Environment(
+        loader=jinja2.FileSystemLoader(str(TEMPLATES)),
+        autoescape=True,
+        undefined=jinja2.StrictUndefined,
+        trim_blocks=True,
+        lstrip_blocks=True,
+    )
+    env.filters["ms"] = _ms
+    env.filters["pct"] = lambda v: "n/a" if v is None else f"{v:.1f}%"
+    env.filters["num"] = lambda v, fmt=".2f": "n/a" if v is None else format(v, fmt)
+    env.filters["tojson_pretty"] = lambda v: json.dumps(v, indent=1, sort_keys=True, default=str)
+    return env
+
+
+def _ms(v: float | None) -> str:
+    if v is None or not math.isfinite(v):
+        return "n/a"
+    ms = v * 1000.0
+    return f"{ms:.1f}" if ms >= 100 else f"{ms:.2f}"
+
+
+def _json_default(o: Any) -> Any:
+    return o.item() if hasattr(o, "item") else str(o)
+
+
+def _clean(v: Any) -> Any:
+    if isinstance(v, float) and not math.isfinite(v):
+        return None
+    return v
+
+
+def action_summary(a: Any) -> dict[str, Any]:
+    """Percentiles (seconds) of an action's successful samples, its count and success %."""
+    s = stats.summarize(a.ok_durations())
+    out = {k: _clean(s[k]) for k in FIGURES}
+    out["count"] = a.count
+    out["succeeded"] = int(s["count"])
+    out["success_percent"] = round(a.success_percent, 3)
+    return out
+
+
+def latency_fit(a: Any, t0: float) -> stats.LinearFit | None:
+    """Least-squares line of an action's latency against seconds since ``t0``."""
+    ok = ~a.failed
+    x = a.started_at[ok] - t0
+    if x.size < 3 or float(x.max() - x.min()) <= 0:
+        return None
+    return stats.ols(x, a.duration[ok])
+
+
+def rps_target(wl: Workload) -> list[tuple[float, float]]:
+    """The rps runner's target rate as (seconds, rate) steps; [] for other runners."""
+    if wl.runner_type != "rps":
+        return []
+    cfg = wl.runner.get("rps")
+    end = max(wl.load_duration, 1.0)
+    if isinstance(cfg, int | float):
+        return [(0.0, float(cfg)), (end, float(cfg))]
+    if isinstance(cfg, dict) and {"start", "end", "step"} <= set(cfg):
+        dur = float(cfg.get("duration", 1))
+        pts, t, rate = [], 0.0, float(cfg["start"])
+        while t < end:
+            pts += [(t, rate), (min(t + dur, end), rate)]
+            t += dur
+            rate = min(rate + float(cfg["step"]), float(cfg["end"]))
+        return pts
+    return []
+
+
+def chart_actions(wl: Workload) -> list[str]:
+    """Actions that get charts: the atomic ones, or the iteration when there are none."""
+    from rally_keystone_bench.results import TOTAL
+
+    names = [n for n in wl.actions if n != TOTAL]
+    return names or [TOTAL]
+
+
+def workload_summary(wl: Workload, index: int) -> dict[str, Any]:
+    """Every number the report shows for one workload, for summary.json."""
+    from rally_keystone_bench.results import redact
+
+    t0 = float(wl.iteration_started.min()) if wl.iterations else 0.0
+    actions = {}
+    for name, a in wl.actions.items():
+        entry = action_summary(a)
+        fit = latency_fit(a, t0)
+        entry["slope"] = (
+            None
+            if fit is None
+            else {
+                "seconds_per_second": fit.slope,
+                "ci95": list(fit.slope_ci),
+                "points": fit.n,
+            }
+        )
+        actions[name] = entry
+    achieved = None
+    if wl.runner_type == "rps" and wl.load_duration > 0:
+        achieved = wl.iterations / wl.load_duration
+    return {
+        "index": index,
+        "task_uuid": wl.task_uuid,
+        "env_name": wl.env_name,
+        "subtask": wl.subtask,
+        "scenario": wl.scenario,
+        "args": redact(wl.args),
+        "runner_type": wl.runner_type,
+        "runner": redact(wl.runner),
+        "contexts": redact(wl.contexts),
+        "description": wl.description,
+        "iterations": wl.iterations,
+        "failed_iterations": wl.failed_iterations,
+        "load_duration": wl.load_duration,
+        "full_duration": wl.full_duration,
+        "throughput": wl.throughput,
+        "rps_achieved": achieved,
+        "pass_sla": wl.pass_sla,
+        "sla": redact(wl.sla),
+        "actions": actions,
+        "errors": [
+            {"type": e.type, "http_status": e.status, "count": e.count, "example": e.example}
+            for e in wl.errors
+        ],
+    }
+
+
+def _flatten(prefix: str, value: Any, out: dict[str, str]) -> None:
+    if isinstance(value, dict) and value:
+        for k, v in value.items():
+            _flatten(f"{prefix}.{k}" if prefix else str(k), v, out)
+    else:
+        out[prefix] = json.dumps(value, sort_keys=True, default=str)
+
+
+def settings_of(wl: Workload) -> dict[str, str]:
+    """The workload's settings as dotted paths: runner.concurrency, args.scope, ..."""
+    out: dict[str, str] = {}
+    _flatten("args", wl.args, out)
+    _flatten("runner", {"type": wl.runner_type, **wl.runner}, out)
+    _flatten("contexts", wl.contexts, out)
+    out["deployment"] = json.dumps(wl.env_name)
+    return out
+
+
+def one_setting_groups(workloads: Sequence[Workload]) -> list[dict[str, Any]]:
+    """Groups of 2+ workloads of one scenario that differ in exactly one setting.
+
+    ``runner.times`` is not a setting here: a study often runs more
+    iterations at a higher concurrency.
+    """
+    ignored = {"runner.times"}
+    by_scenario: dict[str, list[Workload]] = {}
+    for wl in workloads:
+        by_scenario.setdefault(wl.scenario, []).append(wl)
+    groups = []
+    for scenario, wls in by_scenario.items():
+        if len(wls) < 2:
+            continue
+        settings = [settings_of(w) for w in wls]
+        keys = sorted(set().union(*settings) - ignored)
+        for key in keys:
+            buckets: dict[tuple, list[tuple[Any, Workload]]] = {}
+            for w, s in zip(wls, settings, strict=True):
+                rest = tuple(sorted((k, v) for k, v in s.items() if k != key and k not in ignored))
+                value = json.loads(s[key]) if key in s else None
+                buckets.setdefault(rest, []).append((value, w))
+            for members in buckets.values():
+                values = [json.dumps(v, sort_keys=True) for v, _ in members]
+                if len(members) < 2 or len(set(values)) != len(values):
+                    continue
+                members.sort(key=lambda m: (not isinstance(m[0], int | float), str(m[0])))
+                if all(isinstance(v, int | float) for v, _ in members):
+                    members.sort(key=lambda m: m[0])
+                groups.append(
+                    {
+                        "scenario": scenario,
+                        "setting": key,
+                        "rows": setting_table([(_label(v), w) for v, w in members]),
+                    }
+                )
+    return groups
+
+
+def _label(value: Any) -> str:
+    return value if isinstance(value, str) else json.dumps(value, sort_keys=True)
+
+
+def setting_table(
+    rows: Sequence[tuple[str, Workload]], actions: Sequence[str] | None = None
+) -> list[dict[str, Any]]:
+    """Rows shaped like the Rally study: per label and action, min, avg, max,
+    p90, p95 (seconds), success %, count, and the workload's throughput.
+
+    ``rows`` are (label, workload), e.g. ("uwsgi-4w, concurrency 16", wl);
+    ``actions`` defaults to ``total`` and every atomic action of each workload.
+    """
+    from rally_keystone_bench.results import TOTAL
+
+    out = []
+    for label, wl in rows:
+        names = list(actions) if actions else [TOTAL, *(n for n in wl.actions if n != TOTAL)]
+        for name in names:
+            a = wl.actions.get(name)
+            if a is None:
+                continue
+            s = stats.summarize(a.ok_durations())
+            out.append(
+                {
+                    "label": label,
+                    "action": name,
+                    "min": _clean(s["min"]),
+                    "avg": _clean(s["mean"]),
+                    "max": _clean(s["max"]),
+                    "p90": _clean(s["p90"]),
+                    "p95": _clean(s["p95"]),
+                    "success_percent": round(a.success_percent, 3),
+                    "count": a.count,
+                    "throughput": wl.throughput,
+                }
+            )
+    return out
+
+
+def build_summary(workloads: Sequence[Workload], source: str) -> dict[str, Any]:
+    """The content of summary.json."""
+    from rally_keystone_bench import __name__ as pkg
+
+    return {
+        "generated_by": f"{pkg} report",
+        "generated_at": dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
+        "source": source,
+        "units": {"latency": "seconds", "throughput": "successful iterations per second"},
+        "workloads": [workload_summary(w, i) for i, w in enumerate(workloads)],
+        "setting_tables": one_setting_groups(workloads),
+    }
+
+
+def charts(wl: Workload) -> list[dict[str, str]]:
+    """The inline SVG charts of one workload."""
+    from rally_keystone_bench.report import svg
+
+    t0 = float(wl.iteration_started.min()) if wl.iterations else 0.0
+    out = []
+    for name in chart_actions(wl):
+        a = wl.actions[name]
+        ok = ~a.failed
+        fit = latency_fit(a, t0)
+        out.append(
+            {
+                "title": f"{name}: latency over time",
+                "svg": svg.latency_over_time(
+                    a.started_at[ok], a.duration[ok], fit, f"{name} latency over time", t0
+                ),
+            }
+        )
+        out.append(
+            {
+                "title": f"{name}: latency histogram",
+                "svg": svg.histogram(a.duration[ok], f"{name} latency histogram"),
+            }
+        )
+    if wl.runner_type == "rps":
+        out.append(
+            {
+                "title": "rps runner: target against achieved rate",
+                "svg": svg.rate_over_time(
+                    wl.iteration_started, t0, rps_target(wl), "target and achieved rate"
+                ),
+            }
+        )
+    return out
+
+
+def render_html(workloads: Sequence[Workload], summary: dict[str, Any]) -> str:
+    """summary.html as a string."""
+    from markupsafe import Markup
+
+    views = []
+    for wl, s in zip(workloads, summary["workloads"], strict=True):
+        views.append(
+            {
+                "s": s,
+                "charts": [{"title": c["title"], "svg": Markup(c["svg"])} for c in charts(wl)],
+            }
+        )
+    return (
+        environment()
+        .get_template("summary.html.j2")
+        .render(summary=summary, views=views, figures=FIGURES)
+    )
+
+
+def render_files(workloads: Sequence[Workload], source: str) -> dict[str, str]:
+    """{"summary.html": ..., "summary.json": ...} for these workloads."""
+    if not workloads:
+        raise BenchError(f"{source}: the report holds no workload")
+    summary = build_summary(workloads, source)
+    return {
+        "summary.html": render_html(workloads, summary),
+        "summary.json": json.dumps(summary, indent=2, default=_json_default) + "\n",
+    }
+
+
+def write_summary(workloads: Sequence[Workload], out_dir: str | os.PathLike, source: str) -> Path:
+    """Write summary.html and summary.json into ``out_dir``; return the HTML's path."""
+    files = render_files(workloads, source)
+    out = Path(out_dir)
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+        for name, text in files.items():
+            (out / name).write_text(text, encoding="utf-8")
+    except OSError as e:
+        raise BenchError(f"{out}: cannot write the report: {e.strerror or e}") from None
+    return out / "summary.html"
+
+
+def default_out_dir(result: str) -> str:
+    """Beside the result file, or reports/TASK_UUID for a task in Rally's database."""
+    if os.path.exists(result):
+        return os.path.dirname(os.path.abspath(result))
+    return os.path.join("reports", result)
+
+
+def main(args: argparse.Namespace) -> int:
+    """``keystone-bench report RESULT.json|TASK_UUID [--out DIR]``."""
+    from rally_keystone_bench import results
+
+    workloads = results.load_any(args.result)
+    out_dir = args.out or default_out_dir(args.result)
+    html = write_summary(workloads, out_dir, args.result)
+    print(f"{html}")
+    print(f"{html.with_name('summary.json')}")
+    for wl in workloads:
+        parts = []
+        for n in [n for n in wl.actions if n != "total"] or ["total"]:
+            f = action_summary(wl.actions[n])
+            parts.append(
+                f"{n} p50 {_ms(f['p50'])} ms, p95 {_ms(f['p95'])} ms, p99 {_ms(f['p99'])} ms, "
+                f"{f['success_percent']:.1f}% ok"
+            )
+        print(f"{wl.label()}: {wl.throughput:.1f} it/s; {'; '.join(parts)}")
+    return 0

@@ -1,0 +1,282 @@
+"""Inline SVG charts drawn from sample arrays: no script, no external file.
+
+Each function returns one ``<svg>`` element as a string. Points are
+downsampled (the lowest and highest value of each time bin are kept, so
+spikes stay visible) to keep the page small whatever the run's length.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import TYPE_CHECKING
+from xml.sax.saxutils import escape
+
+if TYPE_CHECKING:
+    import numpy as np
+
+    from rally_keystone_bench.stats import LinearFit
+
+W, H = 720, 260
+LEFT, RIGHT, TOP, BOTTOM = 64, 16, 28, 40
+MAX_POINTS = 2000
+COLORS = {"points": "#4a78b5", "p95": "#d9822b", "fit": "#2e8b57", "target": "#888888"}
+
+
+def nice_ticks(lo: float, hi: float, n: int = 5) -> list[float]:
+    """About ``n`` round tick values covering [lo, hi]."""
+    if not math.isfinite(lo) or not math.isfinite(hi) or hi <= lo:
+        return [lo]
+    raw = (hi - lo) / n
+    mag = 10 ** math.floor(math.log10(raw))
+    step = next(m * mag for m in (1, 2, 2.5, 5, 10) if m * mag >= raw)
+    first = math.ceil(lo / step) * step
+    out = []
+    v = first
+    while v <= hi + step * 1e-9:
+        out.append(round(v, 10))
+        v += step
+    return out
+
+
+def _fmt(v: float) -> str:
+    return f"{v:.1f}"
+
+
+def _tick_label(v: float) -> str:
+    if v == 0:
+        return "0"
+    if abs(v) >= 100:
+        return f"{v:.0f}"
+    if abs(v) >= 1:
+        return f"{v:.3g}"
+    return f"{v:.2g}"
+
+
+class Frame:
+    """Maps data coordinates to the plot area and draws the axes."""
+
+    def __init__(self, x0: float, x1: float, y0: float, y1: float) -> None:
+        if x1 <= x0:
+            x1 = x0 + 1.0
+        if y1 <= y0:
+            y1 = y0 + 1.0
+        self.x0, self.x1, self.y0, self.y1 = x0, x1, y0, y1
+        self.pw = W - LEFT - RIGHT
+        self.ph = H - TOP - BOTTOM
+
+    def x(self, v: np.ndarray | float) -> np.ndarray | float:
+        return LEFT + (v - self.x0) / (self.x1 - self.x0) * self.pw
+
+    def y(self, v: np.ndarray | float) -> np.ndarray | float:
+        return TOP + self.ph - (v - self.y0) / (self.y1 - self.y0) * self.ph
+
+    def axes(self, xlabel: str, ylabel: str) -> list[str]:
+        out = [
+            f'<rect x="{LEFT}" y="{TOP}" width="{self.pw}" height="{self.ph}" '
+            'fill="#ffffff" stroke="#bbbbbb"/>'
+        ]
+        for t in nice_ticks(self.y0, self.y1):
+            yy = self.y(t)
+            out.append(
+                f'<line x1="{LEFT}" x2="{LEFT + self.pw}" y1="{_fmt(yy)}" y2="{_fmt(yy)}" '
+                'stroke="#eeeeee"/>'
+                f'<text x="{LEFT - 6}" y="{_fmt(yy + 4)}" text-anchor="end">{_tick_label(t)}</text>'
+            )
+        for t in nice_ticks(self.x0, self.x1, 8):
+            xx = self.x(t)
+            out.append(
+                f'<line x1="{_fmt(xx)}" x2="{_fmt(xx)}" y1="{TOP + self.ph}" '
+                f'y2="{TOP + self.ph + 4}" stroke="#888888"/>'
+                f'<text x="{_fmt(xx)}" y="{TOP + self.ph + 16}" text-anchor="middle">'
+                f"{_tick_label(t)}</text>"
+            )
+        out.append(
+            f'<text x="{LEFT + self.pw / 2}" y="{H - 6}" text-anchor="middle">'
+            f"{escape(xlabel)}</text>"
+            f'<text x="14" y="{TOP + self.ph / 2}" text-anchor="middle" '
+            f'transform="rotate(-90 14 {TOP + self.ph / 2})">{escape(ylabel)}</text>'
+        )
+        return out
+
+
+def _svg(title: str, body: list[str], legend: list[tuple[str, str]] = ()) -> str:
+    items = []
+    x = LEFT
+    for color, text in legend:
+        items.append(
+            f'<rect x="{x}" y="8" width="12" height="4" fill="{color}"/>'
+            f'<text x="{x + 16}" y="14">{escape(text)}</text>'
+        )
+        x += 24 + 7 * len(text)
+    return (
+        f'<svg xmlns="http://www.w3.org/2000/svg" class="chart" viewBox="0 0 {W} {H}" '
+        f'width="{W}" height="{H}" role="img" aria-label="{escape(title, {chr(34): "&quot;"})}" '
+        'font-family="sans-serif" font-size="11" fill="#333333">'
+        f"<title>{escape(title)}</title>" + "".join(body) + "".join(items) + "</svg>"
+    )
+
+
+def downsample(t: np.ndarray, y: np.ndarray, max_points: int = MAX_POINTS):
+    """At most ``max_points`` of (t, y): the lowest and highest y of each time bin."""
+    import numpy as np
+
+    n = t.size
+    if n <= max_points:
+        return t, y
+    bins = max_points // 2
+    order = np.argsort(t, kind="stable")
+    ts, ys = t[order], y[order]
+    edges = np.linspace(0, n, bins + 1).astype(np.int64)
+    keep = []
+    for a, b in zip(edges[:-1], edges[1:], strict=True):
+        if b <= a:
+            continue
+        seg = ys[a:b]
+        keep.append(a + int(np.argmin(seg)))
+        keep.append(a + int(np.argmax(seg)))
+    idx = np.unique(np.asarray(keep))
+    return ts[idx], ys[idx]
+
+
+def rolling_quantile(t: np.ndarray, y: np.ndarray, q: float = 95.0, windows: int = 60):
+    """The ``q`` percentile of y in sliding windows over time-ordered samples.
+
+    Window size is 1/``windows`` of the samples (at least 20), advanced by a
+    quarter window; returns (window middle time, percentile).
+    """
+    import numpy as np
+
+    n = t.size
+    if n < 20:
+        return np.zeros(0), np.zeros(0)
+    order = np.argsort(t, kind="stable")
+    ts, ys = t[order], y[order]
+    size = max(20, n // windows)
+    step = max(1, size // 4)
+    starts = np.arange(0, n - size + 1, step)
+    mids = np.array([ts[s : s + size].mean() for s in starts])
+    vals = np.array([np.percentile(ys[s : s + size], q) for s in starts])
+    return mids, vals
+
+
+def _path(xs, ys) -> str:
+    pts = " ".join(f"{_fmt(a)},{_fmt(b)}" for a, b in zip(xs, ys, strict=True))
+    return f"M{pts.replace(' ', ' L', 1)}" if pts else ""
+
+
+def latency_over_time(
+    t: np.ndarray, y: np.ndarray, fit: LinearFit | None, title: str, t0: float
+) -> str:
+    """Latency (ms) of each sample against seconds since ``t0``.
+
+    Downsampled points, a rolling p95 and the least-squares line with its slope.
+    """
+    import numpy as np
+
+    x = t - t0
+    yms = y * 1000.0
+    if x.size == 0:
+        return _svg(title, [f'<text x="{W / 2}" y="{H / 2}">no samples</text>'])
+    cap = float(np.percentile(yms, 99.9)) * 1.2
+    cap = max(cap, float(np.percentile(yms, 50)) * 2, 1e-3)
+    above = int((yms > cap).sum())
+    fr = Frame(0.0, float(x.max()) or 1.0, 0.0, cap)
+    body = fr.axes("seconds since the load started", "latency (ms)")
+    dx, dy = downsample(x, np.minimum(yms, cap))
+    dots = "".join(f"M{_fmt(a)} {_fmt(b)}h0" for a, b in zip(fr.x(dx), fr.y(dy), strict=True))
+    body.append(
+        f'<path class="points" d="{dots}" stroke="{COLORS["points"]}" stroke-opacity="0.55" '
+        'stroke-width="3" stroke-linecap="round" fill="none"/>'
+    )
+    mx, mv = rolling_quantile(x, yms)
+    if mx.size >= 2:
+        body.append(
+            f'<path class="p95" d="{_path(fr.x(mx), fr.y(np.minimum(mv, cap)))}" '
+            f'stroke="{COLORS["p95"]}" stroke-width="2" fill="none"/>'
+        )
+    legend = [(COLORS["points"], "samples"), (COLORS["p95"], "rolling p95")]
+    if fit is not None:
+        xa, xb = 0.0, float(x.max())
+        ya = np.clip((fit.intercept + fit.slope * (xa + 0)) * 1000, 0, cap)
+        yb = np.clip((fit.intercept + fit.slope * xb) * 1000, 0, cap)
+        body.append(
+            f'<path class="fit" d="M{_fmt(fr.x(xa))},{_fmt(fr.y(ya))} '
+            f'L{_fmt(fr.x(xb))},{_fmt(fr.y(yb))}" stroke="{COLORS["fit"]}" '
+            'stroke-width="2" stroke-dasharray="6 3" fill="none"/>'
+        )
+        lo, hi = fit.slope_ci
+        legend.append(
+            (
+                COLORS["fit"],
+                f"least squares: {fit.slope * 1000:+.4f} ms/s "
+                f"(95% CI {lo * 1000:+.4f} to {hi * 1000:+.4f})",
+            )
+        )
+    if above:
+        body.append(
+            f'<text x="{W - RIGHT}" y="{TOP - 4}" text-anchor="end">'
+            f"{above} sample(s) above {cap:.1f} ms drawn at the top</text>"
+        )
+    return _svg(title, body, legend)
+
+
+def histogram(y: np.ndarray, title: str, bins: int = 40) -> str:
+    """Latency histogram (ms), up to the 99.9th percentile; the rest in the last bar."""
+    import numpy as np
+
+    yms = y * 1000.0
+    if yms.size == 0:
+        return _svg(title, [f'<text x="{W / 2}" y="{H / 2}">no samples</text>'])
+    lo = float(yms.min())
+    hi = float(np.percentile(yms, 99.9))
+    if hi <= lo:
+        hi = lo + max(lo * 0.01, 1e-3)
+    counts, edges = np.histogram(np.clip(yms, lo, hi), bins=bins, range=(lo, hi))
+    fr = Frame(lo, hi, 0.0, float(counts.max()) * 1.05)
+    body = fr.axes("latency (ms)", "samples")
+    d = []
+    for c, a, b in zip(counts, edges[:-1], edges[1:], strict=True):
+        if c == 0:
+            continue
+        x0, x1 = fr.x(a), fr.x(b)
+        y0 = fr.y(c)
+        d.append(
+            f"M{_fmt(x0)},{_fmt(fr.y(0))} L{_fmt(x0)},{_fmt(y0)} "
+            f"L{_fmt(x1 - 0.5)},{_fmt(y0)} L{_fmt(x1 - 0.5)},{_fmt(fr.y(0))} Z"
+        )
+    body.append(
+        f'<path class="bars" d="{" ".join(d)}" fill="{COLORS["points"]}" fill-opacity="0.8"/>'
+    )
+    return _svg(title, body, [(COLORS["points"], f"{yms.size} samples, {bins} bins")])
+
+
+def rate_over_time(
+    started: np.ndarray, t0: float, target: list[tuple[float, float]], title: str
+) -> str:
+    """Iterations started per second against the rps runner's target rate."""
+    import numpy as np
+
+    x = started - t0
+    if x.size == 0:
+        return _svg(title, [f'<text x="{W / 2}" y="{H / 2}">no samples</text>'])
+    end = float(np.ceil(x.max())) or 1.0
+    counts, edges = np.histogram(x, bins=int(end), range=(0.0, end))
+    mids = (edges[:-1] + edges[1:]) / 2
+    top = max(float(counts.max()), max((r for _, r in target), default=0.0)) * 1.15
+    fr = Frame(0.0, end, 0.0, top or 1.0)
+    body = fr.axes("seconds since the load started", "iterations started per second")
+    mx, my = downsample(mids, counts.astype(float))
+    body.append(
+        f'<path class="achieved" d="{_path(fr.x(mx), fr.y(my))}" stroke="{COLORS["points"]}" '
+        'stroke-width="1.5" fill="none"/>'
+    )
+    if target:
+        tx = np.array([a for a, _ in target])
+        ty = np.array([b for _, b in target])
+        body.append(
+            f'<path class="target" d="{_path(fr.x(np.minimum(tx, end)), fr.y(ty))}" '
+            f'stroke="{COLORS["target"]}" stroke-width="2" stroke-dasharray="4 3" fill="none"/>'
+        )
+    return _svg(
+        title, body, [(COLORS["points"], "achieved"), (COLORS["target"], "target (rps runner)")]
+    )
