@@ -48,7 +48,7 @@ class Comparison:
     p_value: float
     significant: bool
     verdict: str
-    regression: bool  # worse by more than the threshold and significant
+    regression: bool  # latency only: slower by more than the threshold and significant
     base_success: float | None = None  # percent
     cand_success: float | None = None
     base_overall: float | None = None  # throughput: successful iterations / load seconds
@@ -165,8 +165,11 @@ def compare_one(
     else:
         text = stats.verdict(ratio, p, alpha, threshold, higher_is="higher", lower_is="lower")
         is_worse = ratio < 1.0
+    # Only latency gates; throughput is reported (its windows are few and
+    # follow from the latencies at a fixed concurrency).
     regression = bool(
-        significant
+        kind == "latency"
+        and significant
         and math.isfinite(ratio)
         and is_worse
         and stats.change_percent(ratio) > threshold
