@@ -1,0 +1,95 @@
+"""latency_slope under the real rally CLI, against the mock token service.
+
+A mock whose latency grows by 30 ms every second fails the SLA (Rally's SLA
+failure exit code, details naming the slope); a flat mock passes it.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from rally_keystone_bench.deploy.mock import MockKeystone
+from rally_keystone_bench.rallyenv import RallyHome, keystone_spec
+
+pytestmark = pytest.mark.functional
+
+PLUGINS = Path(__file__).parent / "plugins"
+# ~10 s of load at 20 rps; 2 s of warm-up leaves about 160 points
+TASK = {
+    "version": 2,
+    "title": "latency_slope against the mock",
+    "subtasks": [
+        {
+            "title": "issue tokens",
+            "scenario": {"KtbTest.issue_token": {}},
+            "runner": {"rps": {"times": 200, "rps": 20}},
+            "sla": {
+                "latency_slope": {
+                    "warmup": 2,
+                    "max_slope": 0.01,
+                    "action": "keystone.issue_token",
+                    "min_iterations": 30,
+                },
+                "failure_rate": {"max": 0},
+            },
+        }
+    ],
+}
+
+
+def run_task(tmp_path: Path, **mock_options) -> tuple[int, list[dict], dict]:
+    """Start the mock, run the task; return (task start exit code, sla-check rows, result)."""
+    with MockKeystone(run_dir=tmp_path / "mock", **mock_options) as ks:
+        home = RallyHome(tmp_path / "rally")
+        env = home.create_env("mock", keystone_spec(ks.admin_credentials))
+        home.check_env(env)
+        task_file = tmp_path / "task.json"
+        task_file.write_text(json.dumps(TASK))
+        start = home.rally(
+            "--plugin-paths",
+            str(PLUGINS),
+            "task",
+            "start",
+            str(task_file),
+            "--env",
+            env,
+            check=False,
+            timeout=300,
+        )
+    assert "Task" in start.stdout, start.stdout[-2000:] + start.stderr[-2000:]
+    check = home.rally("task", "sla-check", "--json", check=False)
+    rows = json.loads(check.stdout)
+    report = tmp_path / "report.json"
+    home.rally("task", "report", "--json", "--out", str(report))
+    workload = json.loads(report.read_text())["tasks"][0]["subtasks"][0]["workloads"][0]
+    return start.returncode, rows, {"sla-check": check.returncode, "workload": workload}
+
+
+def slope_row(rows: list[dict]) -> dict:
+    return next(r for r in rows if r["criterion"] == "latency_slope")
+
+
+def test_growing_latency_fails_the_sla_with_rally_exit_code(tmp_path):
+    code, rows, res = run_task(tmp_path, slope_ms_per_s=30)
+    row = slope_row(rows)
+    assert code == 2  # rally task start: 2 when a workload did not pass its SLA
+    assert res["sla-check"] == 1  # sla-check: the number of failed criteria
+    assert row["status"] == "FAIL"
+    assert row["detail"].startswith("keystone.issue_token: slope ")
+    slope = float(row["detail"].split()[2])
+    assert slope == pytest.approx(0.030, rel=0.25)
+    assert "Failed (max 0.01)" in row["detail"]
+    assert res["workload"]["pass_sla"] is False
+
+
+def test_flat_latency_passes_the_sla(tmp_path):
+    code, rows, res = run_task(tmp_path, service_time_ms=2)
+    row = slope_row(rows)
+    assert code == 0, row["detail"]
+    assert res["sla-check"] == 0
+    assert row["status"] == "PASS"
+    assert abs(float(row["detail"].split()[2])) < 0.01
+    assert "n 1" in row["detail"]  # over a hundred points past the warm-up
