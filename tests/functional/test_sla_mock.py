@@ -93,3 +93,42 @@ def test_flat_latency_passes_the_sla(tmp_path):
     assert row["status"] == "PASS"
     assert abs(float(row["detail"].split()[2])) < 0.01
     assert "n 1" in row["detail"]  # over a hundred points past the warm-up
+
+
+def test_tokens_from_any_worker_validate_and_revoke_in_every_worker(tmp_path):
+    import requests
+
+    with MockKeystone(workers=2, run_dir=tmp_path / "mock") as ks:
+        c = ks.admin_credentials
+        auth = {
+            "identity": {
+                "methods": ["password"],
+                "password": {
+                    "user": {
+                        "name": c["username"],
+                        "password": c["password"],
+                        "domain": {"name": "Default"},
+                    }
+                },
+            },
+            "scope": {"project": {"name": "admin", "domain": {"name": "Default"}}},
+        }
+        url = ks.auth_url + "/auth/tokens"
+        # fresh connections spread the requests over both worker processes
+        tokens = [
+            requests.post(url, json={"auth": auth}, headers={"Connection": "close"}).headers[
+                "X-Subject-Token"
+            ]
+            for _ in range(8)
+        ]
+        admin = tokens[0]
+        for tok in tokens:
+            for _ in range(3):
+                h = {"X-Auth-Token": admin, "X-Subject-Token": tok, "Connection": "close"}
+                assert requests.get(url, headers=h).status_code == 200
+        h = {"X-Auth-Token": admin, "X-Subject-Token": tokens[1], "Connection": "close"}
+        assert requests.delete(url, headers=h).status_code == 204
+        assert [requests.head(url, headers=h).status_code for _ in range(6)] == [404] * 6
+        assert (tmp_path / "mock" / "openrc").stat().st_mode & 0o777 == 0o600
+        assert (tmp_path / "mock" / "mock.pid").exists()
+    assert not (tmp_path / "mock" / "mock.pid").exists()
