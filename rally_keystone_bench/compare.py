@@ -287,6 +287,12 @@ def _ms(v: float) -> str:
     return "n/a" if not math.isfinite(v) else f"{v * 1000:.1f} ms"
 
 
+def _p_text(p: float) -> str:
+    if not math.isfinite(p):
+        return ""
+    return "p<1e-15" if p < 1e-15 else f"p={p:.2g}"
+
+
 def _numbers(c: Comparison) -> str:
     if c.kind == "latency":
         med = f"median {_ms(c.base_median)} -> {_ms(c.cand_median)}"
@@ -297,7 +303,7 @@ def _numbers(c: Comparison) -> str:
     if not math.isfinite(c.ratio):
         return f"{med}, n {c.n_base}/{c.n_cand}"
     ci = f"[{c.ci_low:.2f}, {c.ci_high:.2f}]" if math.isfinite(c.ci_low) else ""
-    p = f"p={c.p_value:.2g}" if math.isfinite(c.p_value) else ""
+    p = _p_text(c.p_value)
     ok = ""
     if c.base_success is not None and c.cand_success is not None:
         ok = f", success {c.base_success:.1f}% -> {c.cand_success:.1f}%"
