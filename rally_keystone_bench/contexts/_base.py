@@ -1,0 +1,162 @@
+"""What the three contexts share: the admin client, names, retry reports, abort."""
+
+from __future__ import annotations
+
+import copy
+import secrets
+from typing import Any
+
+from rally.common import logging
+from rally.task import context as rally_context
+from rally_openstack.common import credential as os_credential
+
+from rally_keystone_bench.contexts import _admin
+from rally_keystone_bench.contexts._retry import RetryStats
+
+LOG = logging.getLogger(__name__)
+
+TENANTS = "keystone_tenants@openstack"
+USERS = "keystone_users@openstack"
+POOL = "token_pool@openstack"
+
+REUSE_PREFIX = "rkb-reuse-"
+REUSE_MARKER = "rkb-reuse:"
+
+WORKERS_SCHEMA = {
+    "type": "integer",
+    "minimum": 1,
+    "description": "Parallel admin requests while creating and deleting (default 20).",
+}
+
+
+def reuse_prefix(tag: str) -> str:
+    """Name prefix of a reuse TAG's projects and users."""
+    return f"{REUSE_PREFIX}{tag}-"
+
+
+def reuse_marker(tag: str) -> str:
+    """First word of the description of every project and user a reuse TAG owns."""
+    return f"{REUSE_MARKER}{tag}"
+
+
+def reuse_description(tag: str) -> str:
+    return (
+        f"{reuse_marker(tag)} kept by rally-keystone-bench; "
+        f"delete with: keystone-bench cleanup --reuse {tag}"
+    )
+
+
+def owned_by_tag(resource: dict, tag: str) -> bool:
+    """True when RESOURCE carries TAG's marker (and so may be reused or deleted)."""
+    words = (resource.get("description") or "").split()
+    return bool(words) and words[0] == reuse_marker(tag)
+
+
+def project_name(prefix: str, index: int) -> str:
+    return f"{prefix}p{index:02d}"
+
+
+def user_name(project: str, index: int) -> str:
+    return f"{project}-u{index:04d}"
+
+
+def task_uuid(ctx: dict) -> str | None:
+    """The Rally task's uuid (the task is a DB object, not a dict: no .get)."""
+    try:
+        return ctx["task"]["uuid"]
+    except (KeyError, TypeError):
+        return None
+
+
+class BenchContext(rally_context.Context):
+    """Base of keystone_tenants and keystone_users: an admin client and bookkeeping."""
+
+    def task_uuid(self) -> str | None:
+        return task_uuid(self.context)
+
+    def admin_credential(self) -> os_credential.OpenStackCredential | None:
+        """The env's admin as an OpenStackCredential (also set as context["admin"])."""
+        admin = self.context.get("admin", {}).get("credential")
+        if admin is not None:
+            return admin
+        platform = self.env.get("platforms", {}).get("openstack", {})
+        if not platform.get("admin"):
+            return None
+        cred = copy.deepcopy(platform["admin"])
+        api_info = copy.deepcopy(platform.get("api_info", {}))
+        api_info.update(cred.pop("api_info", {}) or {})
+        cred["api_info"] = api_info
+        admin = os_credential.OpenStackCredential(**cred)
+        self.context["admin"] = {"credential": admin}
+        return admin
+
+    def make_admin(self, workers: int, stats: RetryStats) -> _admin.AdminClient:
+        cred = self.admin_credential()
+        if cred is None:
+            raise ValueError(
+                f"{self.get_name()} needs admin credentials in the Rally env "
+                "(an env with users only can use keystone_users with existing: true)"
+            )
+        return _admin.AdminClient(cred, pool_size=workers, stats=stats)
+
+    def bench(self) -> dict[str, Any]:
+        """context["keystone_bench"]: what the contexts created and their retries."""
+        return self.context.setdefault("keystone_bench", {"retries": {}})
+
+    def users_config(self) -> dict[str, Any]:
+        return dict(self.context.get("config", {}).get(USERS) or {})
+
+    def run_prefix(self) -> str:
+        """'rkb-<8 chars of the workload id>-': names nothing else can carry."""
+        owner = self.context.get("owner_id") or self.task_uuid() or ""
+        short = owner.replace("-", "")[:8] or secrets.token_hex(4)
+        return f"rkb-{short}-"
+
+    def abort_watch(self) -> _admin.AbortWatch:
+        return _admin.AbortWatch(self.task_uuid())
+
+    def report_retries(self, phase: str, stats: RetryStats) -> None:
+        """Put the retry count in the context and the log (a warning when non-zero)."""
+        retries = self.bench().setdefault("retries", {})
+        retries.setdefault(self.get_name(), {})[phase] = stats.total
+        msg = f"{self.get_name()} {phase}: {stats.describe()}"
+        (LOG.warning if stats.total else LOG.info)(msg)
+
+
+def delete_resources(
+    admin: _admin.AdminClient,
+    kind: str,
+    records: list[dict],
+    uncertain: list[str],
+    domain_id: str | None,
+    workers: int,
+) -> tuple[list[dict], list[BaseException]]:
+    """Delete RECORDS ({"id", "name"}) and whatever carries an UNCERTAIN name.
+
+    Uncertain names are creates whose outcome is unknown (retries exhausted
+    after a request that may have reached the database): they are looked up
+    by their run-specific name. Every deletion is tried, whatever fails.
+    Returns (records left behind, errors).
+    """
+    records = list(records)
+    for name in uncertain:
+        try:
+            found = admin.find(kind, name, domain_id)
+        except Exception as exc:  # reported with the rest
+            return records + [{"id": "?", "name": name}], [exc]
+        records.extend({"id": r["id"], "name": name} for r in found)
+
+    def delete(record: dict) -> str:
+        admin.delete(kind, record["id"])
+        return record["id"]
+
+    done, errors, _ = _admin.run_parallel(delete, records, workers, fail_fast=False)
+    done_ids = set(done)
+    return [r for r in records if r["id"] not in done_ids], errors
+
+
+def describe_errors(errors: list[BaseException]) -> str:
+    """The first failure in full, and how many more there were."""
+    first = errors[0]
+    more = f" (and {len(errors) - 1} more failures)" if len(errors) > 1 else ""
+    return f"{first}{more}"
