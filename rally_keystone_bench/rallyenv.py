@@ -1,0 +1,175 @@
+"""Rally of our own: a rally.conf and database inside one directory.
+
+Nothing goes to Rally's default /tmp/rally.sqlite or to ~/.rally: the real
+``rally`` CLI runs with ``--config-file`` pointing at our rally.conf and with
+HOME set to the directory, where Rally keeps its globals file.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from rally_keystone_bench.errors import BenchError
+
+UUID_RE = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
+
+
+def rally_executable() -> str:
+    """The rally CLI installed beside this Python, else the one on PATH."""
+    beside = Path(sys.executable).parent / "rally"
+    if beside.exists():
+        return str(beside)
+    found = shutil.which("rally")
+    if not found:
+        raise BenchError("the rally command is not installed (pip install rally)")
+    return found
+
+
+def keystone_spec(credentials: Mapping[str, str], users: Sequence[Mapping[str, str]] = ()) -> dict:
+    """A Rally env spec for an existing Keystone v3 with these admin credentials."""
+    admin = {k: credentials[k] for k in credentials if k != "auth_url"}
+    platform: dict[str, Any] = {
+        "auth_url": credentials["auth_url"],
+        "region_name": credentials.get("region_name", "RegionOne"),
+        "https_insecure": False,
+        "admin": {k: v for k, v in admin.items() if k != "region_name"},
+        "api_info": {"keystone": {"version": 3, "service_type": "identity"}},
+    }
+    if users:
+        platform["users"] = [dict(u) for u in users]
+    return {"openstack": platform}
+
+
+def spec_from_environ(environ: Mapping[str, str]) -> dict:
+    """A Rally env spec from the usual OS_* variables, identity v3 set explicitly."""
+    missing = [v for v in ("OS_AUTH_URL", "OS_USERNAME", "OS_PASSWORD") if not environ.get(v)]
+    if missing:
+        raise BenchError(f"an existing cloud needs {', '.join(missing)} in the environment")
+    project = environ.get("OS_PROJECT_NAME") or environ.get("OS_TENANT_NAME")
+    if not project:
+        raise BenchError("an existing cloud needs OS_PROJECT_NAME in the environment")
+    credentials = {
+        "auth_url": environ["OS_AUTH_URL"],
+        "username": environ["OS_USERNAME"],
+        "password": environ["OS_PASSWORD"],
+        "project_name": project,
+        "user_domain_name": environ.get("OS_USER_DOMAIN_NAME", "Default"),
+        "project_domain_name": environ.get("OS_PROJECT_DOMAIN_NAME", "Default"),
+    }
+    spec = keystone_spec(credentials)
+    if environ.get("OS_REGION_NAME"):
+        spec["openstack"]["region_name"] = environ["OS_REGION_NAME"]
+    if environ.get("OS_CACERT"):
+        spec["openstack"]["https_cacert"] = environ["OS_CACERT"]
+    if environ.get("OS_INSECURE", "").lower() in ("1", "true", "yes"):
+        spec["openstack"]["https_insecure"] = True
+    return spec
+
+
+def load_spec_file(path: str | Path) -> dict:
+    """Read a Rally env spec (JSON or YAML); force identity API version 3."""
+    import yaml
+
+    path = Path(path)
+    try:
+        spec = yaml.safe_load(path.read_text())
+    except OSError as exc:
+        raise BenchError(f"cannot read env spec {path}: {exc.strerror}") from None
+    except yaml.YAMLError:
+        raise BenchError(f"env spec {path} is neither JSON nor YAML") from None
+    platform = None
+    if isinstance(spec, dict):
+        platform = spec.get("openstack") or spec.get("existing@openstack")
+    if not isinstance(platform, dict) or "auth_url" not in platform:
+        raise BenchError(f"env spec {path} has no openstack platform with an auth_url")
+    platform.setdefault("api_info", {}).setdefault("keystone", {})["version"] = 3
+    return {"openstack": platform}
+
+
+def auth_url_of(spec: Mapping[str, Any]) -> str:
+    return spec["openstack"]["auth_url"]
+
+
+class RallyHome:
+    """A directory holding rally.conf, Rally's database and its globals."""
+
+    def __init__(self, path: str | Path) -> None:
+        self.path = Path(path).resolve()
+        self.path.mkdir(parents=True, exist_ok=True)
+        self.config_path = self.path / "rally.conf"
+        if not self.config_path.exists():
+            self.config_path.write_text(
+                "[DEFAULT]\n"
+                f"log_file = {self.path / 'rally.log'}\n"
+                "\n[database]\n"
+                f"connection = sqlite:///{self.path / 'rally.sqlite'}\n"
+            )
+            self.rally("db", "ensure")
+
+    def environ(self) -> dict[str, str]:
+        env = {k: v for k, v in os.environ.items() if not k.startswith(("OS_", "RALLY_"))}
+        env["HOME"] = str(self.path)
+        return env
+
+    def rally(
+        self, *args: str, check: bool = True, capture: bool = True, timeout: float | None = None
+    ) -> subprocess.CompletedProcess:
+        """Run the real rally CLI with our config; raise BenchError on failure when CHECK."""
+        cmd = [rally_executable(), "--config-file", str(self.config_path), *args]
+        proc = subprocess.run(
+            cmd,
+            env=self.environ(),
+            cwd=self.path,
+            text=True,
+            capture_output=capture,
+            timeout=timeout,
+        )
+        if check and proc.returncode != 0:
+            raise BenchError(f"rally {' '.join(args[:2])} failed: {last_line(proc)}")
+        return proc
+
+    def create_env(self, name: str, spec: Mapping[str, Any]) -> str:
+        """Create (or replace) env NAME from SPEC and return its uuid."""
+        spec_path = self.path / f"{name}.spec.json"
+        fd = os.open(spec_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "w") as out:
+            json.dump(spec, out)
+        existing = self.rally("env", "show", "--env", name, "--only-spec", check=False)
+        if existing.returncode == 0:
+            self.rally("env", "destroy", "--env", name, "--skip-cleanup", check=False)
+            self.rally("env", "delete", "--env", name, "--force", check=False)
+        proc = self.rally("env", "create", "--name", name, "--spec", str(spec_path), "--no-use")
+        found = UUID_RE.search(proc.stdout)
+        if not found:
+            raise BenchError(f"rally env create printed no uuid for {name}")
+        return found.group(0)
+
+    def check_env(self, env: str) -> None:
+        """Run ``rally env check``; BenchError naming the auth URL when it fails."""
+        proc = self.rally("env", "check", "--env", env, check=False)
+        if proc.returncode != 0:
+            raise BenchError(f"rally env check failed for env {env}: {last_line(proc)}")
+
+    def task_report(self, task: str, json_out: Path | None = None, html_out: Path | None = None):
+        if json_out is not None:
+            self.rally("task", "report", task, "--json", "--out", str(json_out))
+        if html_out is not None:
+            self.rally("task", "report", task, "--html-static", "--out", str(html_out))
+
+
+def last_line(proc: subprocess.CompletedProcess) -> str:
+    """The last meaningful line Rally printed, for a one-line error."""
+    text = (proc.stderr or "") + "\n" + (proc.stdout or "")
+    lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
+    for ln in reversed(lines):
+        if not ln.startswith(("+", "|", "-", "Traceback", "WARNING")):
+            return ln[:300]
+    return f"exit code {proc.returncode}"
