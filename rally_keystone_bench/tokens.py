@@ -136,6 +136,7 @@ class TokenResult:
     catalog_size: int | None = None  # number of services in the catalog
     methods: tuple[str, ...] = ()  # the token's authentication methods
     scope: str | None = None  # project | domain | system | unscoped
+    user_id: str | None = None  # the token's user
     token: Token | None = field(default=None, repr=False, compare=False)
 
     @property
@@ -329,11 +330,11 @@ class TokenClient:
 
         ``method`` is password, token (rescope ``token``) or
         application_credential; ``scope`` is project, domain, system or
-        unscoped (an application credential carries its own scope: pass
-        ``scope="unscoped"`` to send none).
+        unscoped. An application credential carries its own project scope
+        (Keystone refuses another), so with it ``scope`` is not sent.
         """
         body: dict[str, Any] = {"identity": _identity_body(method, auth, token)}
-        if method != "application_credential" or scope != "unscoped":
+        if method != "application_credential":
             body["scope"] = _scope_body(scope, auth)
         params = {} if include_catalog else {"nocatalog": "1"}
         secrets = auth.secrets() + ([_token_value(token)] if token else [])
@@ -537,5 +538,6 @@ def _result(
         catalog_size=len(catalog) if isinstance(catalog, list) else None,
         methods=tuple(data.get("methods") or ()),
         scope=_scope_of(data) if data else None,
+        user_id=(data.get("user") or {}).get("id"),
         token=token,
     )
