@@ -338,6 +338,8 @@ class TokenClient:
             body["scope"] = _scope_body(scope, auth)
         params = {} if include_catalog else {"nocatalog": "1"}
         secrets = auth.secrets() + ([_token_value(token)] if token else [])
+        for secret in secrets:
+            self._remember(secret)
         resp, elapsed = self._send("issue", "POST", {}, params, {"auth": body}, secrets, timer)
         value = resp.headers.get("X-Subject-Token")
         data = _json(resp).get("token", {})
@@ -437,7 +439,8 @@ class TokenClient:
         }
 
     def _remember(self, value: str) -> None:
-        # Tokens this client has seen are scrubbed from its error messages.
+        # Tokens and passwords this client has sent are scrubbed from its
+        # error messages, whichever request Keystone echoes them in.
         # Bounded: a long run must not keep every token it ever issued.
         if len(self._secrets) > 4096:
             self._secrets.clear()
@@ -491,7 +494,16 @@ class TokenClient:
             # status 0, and keystoneauth's message scrubbed all the same.
             message = scrub(str(exc), all_secrets + list(self._secrets))
             raise TokenRequestError(operation, 0, message) from None
+        finally:
+            # After the timer: a fresh-connection client never reuses one.
+            if self.fresh_connection:
+                self._drop_connections()
         return resp, elapsed
+
+    def _drop_connections(self) -> None:
+        http = getattr(self.session, "session", None)
+        for adapter in getattr(http, "adapters", {}).values():
+            adapter.close()
 
 
 _SECRET_HEADERS = ("X-Auth-Token", "X-Subject-Token")
