@@ -454,8 +454,8 @@ class Lifecycle(_TokenScenario):
 
         Timed: keystone.issue_token, ``validations`` x keystone.validate_token,
         keystone.revoke_token. After the revocation one more validation (not
-        timed) must answer 404; a revoked token that validates fails the
-        iteration.
+        timed, and asking for the catalog where the timed ones do not) must
+        answer 404; a revoked token that validates fails the iteration.
 
         :param validations: validations between issue and revoke
         :param revoke: revoke the token at the end
@@ -471,7 +471,9 @@ class Lifecycle(_TokenScenario):
             return
         validator.revoke(token, timer=self._timer(REVOKE))
         try:
-            after = validator.validate(token, include_catalog=False)
+            # Untimed, and with the catalog, so that Keystone's access log
+            # tells it from the timed validations (which ask for nocatalog).
+            after = validator.validate(token, include_catalog=True)
         except TokenRequestError as exc:
             if exc.status != 404:
                 raise

@@ -1,0 +1,320 @@
+"""KeystoneTokens scenarios against a small stateful Keystone run by the test.
+
+What is checked: the atomic actions each run records, the requests the
+server received for them (one per timed action), connections kept across
+iterations, and the argument validators `rally task validate` runs.
+"""
+
+from __future__ import annotations
+
+import http.server
+import json
+import threading
+from datetime import datetime, timedelta, timezone
+
+import pytest
+import rally.plugins.common.validators  # noqa: F401  (registers "enum", "number")
+from rally.task import scenario as rally_scenario
+from rally_openstack.common.credential import OpenStackCredential
+
+from rally_keystone_bench.scenarios import tokens as scenarios
+from rally_keystone_bench.scenarios import validators  # noqa: F401
+
+EXPIRES = (datetime.now(timezone.utc) + timedelta(hours=1)).strftime("%Y-%m-%dT%H:%M:%S.000000Z")
+
+
+class FakeKeystone(http.server.ThreadingHTTPServer):
+    daemon_threads = True
+
+    def __init__(self) -> None:
+        super().__init__(("127.0.0.1", 0), _Handler)
+        self.lock = threading.Lock()
+        self.connections = 0
+        self.requests: list[tuple[str, str]] = []
+        self.issued: set[str] = set()
+        self.revoked: set[str] = set()
+        self.honour_revocation = True
+
+    def get_request(self):
+        with self.lock:
+            self.connections += 1
+        return super().get_request()
+
+    def count(self, method: str, path: str = "/v3/auth/tokens") -> int:
+        return sum(1 for m, p in self.requests if m == method and p.split("?")[0] == path)
+
+
+class _Handler(http.server.BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+
+    def log_message(self, *args) -> None:
+        pass
+
+    def _send(self, status: int, body: dict | None, headers: dict | None = None) -> None:
+        data = b"" if body is None else json.dumps(body).encode()
+        self.send_response(status)
+        for name, value in (headers or {}).items():
+            self.send_header(name, value)
+        self.send_header("Content-Length", "0" if self.command == "HEAD" else str(len(data)))
+        self.end_headers()
+        if self.command != "HEAD":
+            self.wfile.write(data)
+
+    def _answer(self) -> None:
+        server: FakeKeystone = self.server
+        length = int(self.headers.get("Content-Length") or 0)
+        body = json.loads(self.rfile.read(length)) if length else None
+        with server.lock:
+            server.requests.append((self.command, self.path))
+        if self.path.split("?")[0] == "/v3":
+            return self._send(200, {"version": {"id": "v3.14"}})
+        subject = self.headers.get("X-Subject-Token")
+        if self.command == "POST":
+            with server.lock:
+                token = f"gAAAAAB{len(server.issued):08d}" + "t" * 100
+                server.issued.add(token)
+            methods = body["auth"]["identity"]["methods"]
+            data = {"expires_at": EXPIRES, "methods": methods, "user": {"id": "u1"}}
+            return self._send(201, {"token": data}, {"X-Subject-Token": token})
+        known = subject in server.issued
+        if server.honour_revocation and subject in server.revoked:
+            known = False
+        if not known:
+            return self._send(404, {"error": {"code": 404, "message": "Could not find token"}})
+        if self.command == "DELETE":
+            server.revoked.add(subject)
+            return self._send(204, None)
+        return self._send(200, {"token": {"expires_at": EXPIRES, "methods": ["password"]}})
+
+    do_GET = do_POST = do_HEAD = do_DELETE = _answer
+
+
+@pytest.fixture(scope="module", autouse=True)
+def rally_options():
+    """The [openstack] options OpenStackScenario reads, as rally registers them."""
+    from rally.common import opts
+
+    opts.register()
+    opts.register_options_from_path("rally_openstack.common.cfg.opts:list_opts")
+
+
+@pytest.fixture
+def keystone():
+    server = FakeKeystone()
+    thread = threading.Thread(target=server.serve_forever, args=(0.02,), daemon=True)
+    thread.start()
+    yield server
+    server.shutdown()
+    server.server_close()
+    scenarios._CLIENTS.clear()
+    scenarios._SOURCE_TOKENS.clear()
+
+
+def _context(keystone: FakeKeystone, admin: bool = True, iteration: int = 1) -> dict:
+    url = f"http://127.0.0.1:{keystone.server_address[1]}/v3"
+    user = OpenStackCredential(
+        auth_url=url, username="alice", password="alice-pw", project_name="demo"
+    )
+    context = {
+        "user": {"id": "u1", "credential": user},
+        "tenant": {"id": "p1"},
+        "iteration": iteration,
+        "task": {"uuid": "task"},
+        "owner_id": "workload",
+        "config": {},
+    }
+    if admin:
+        context["admin"] = {
+            "credential": OpenStackCredential(
+                auth_url=url, username="admin", password="admin-pw", project_name="admin"
+            )
+        }
+    return context
+
+
+def _names(actions: list[dict]) -> list[str]:
+    return [a["name"] for a in actions]
+
+
+def test_authenticate_times_one_request_and_keeps_its_connection(keystone):
+    for iteration in (1, 2, 3):
+        scenario = scenarios.Authenticate(_context(keystone, iteration=iteration))
+        scenario.run()
+        (action,) = scenario.atomic_actions()
+        assert action["name"] == "keystone.issue_token"
+        assert action["started_at"] < action["finished_at"]
+        assert "failed" not in action
+    assert keystone.count("POST") == 3
+    assert keystone.count("GET", "/v3") == 1  # opened once, before any timer
+    assert keystone.connections == 1
+
+
+def test_authenticate_fresh_connection_opens_a_connection_per_token(keystone):
+    for iteration in (1, 2, 3):
+        scenarios.Authenticate(_context(keystone, iteration=iteration)).run(fresh_connection=True)
+    assert keystone.count("POST") == 3
+    assert keystone.connections == 3
+
+
+def test_authenticate_rescope_issues_its_source_token_once(keystone):
+    for iteration in (1, 2, 3):
+        scenario = scenarios.Authenticate(_context(keystone, iteration=iteration))
+        scenario.run(method="token")
+        assert _names(scenario.atomic_actions()) == ["keystone.issue_token"]
+    assert keystone.count("POST") == 1 + 3
+
+
+def test_validate_times_each_validation_and_issues_its_token_before(keystone):
+    scenario = scenarios.Validate(_context(keystone))
+    scenario.run(repetitions=3)
+    assert _names(scenario.atomic_actions()) == ["keystone.validate_token"] * 3
+    assert keystone.count("GET") == 3
+    assert keystone.count("POST") == 2  # the admin's X-Auth-Token, the token validated
+
+
+def test_validate_with_head_checks(keystone):
+    scenario = scenarios.Validate(_context(keystone))
+    scenario.run(method="HEAD", repetitions=2)
+    assert _names(scenario.atomic_actions()) == ["keystone.check_token"] * 2
+    assert keystone.count("HEAD") == 2 and keystone.count("GET") == 0
+
+
+def test_validate_without_an_admin_uses_the_users_own_token(keystone):
+    scenario = scenarios.Validate(_context(keystone, admin=False))
+    scenario.run()
+    assert _names(scenario.atomic_actions()) == ["keystone.validate_token"]
+
+
+def test_validate_takes_tokens_from_the_token_pool(keystone, monkeypatch):
+    from rally_keystone_bench.contexts import token_pool
+
+    context = _context(keystone)
+    taken = []
+
+    def next_token(ctx, client):
+        assert ctx is context
+        result = client.issue(
+            scenarios.UserAuth(username="alice", password="alice-pw", project_name="demo")
+        )
+        taken.append(result.token.id)
+        return result.token.value
+
+    monkeypatch.setattr(token_pool, "next_token", next_token)
+    context["token_pool"] = {"tokens": {}}
+    scenario = scenarios.Validate(context)
+    scenario.run(repetitions=3)
+    assert len(taken) == 3
+    assert _names(scenario.atomic_actions()) == ["keystone.validate_token"] * 3
+
+
+def test_a_failed_validation_fails_its_atomic_action(keystone):
+    keystone.honour_revocation = True
+    scenario = scenarios.Validate(_context(keystone))
+    real_issue = scenarios.TokenClient.issue
+    calls = []
+
+    def issue_then_revoke(self, auth, *args, **kwargs):
+        result = real_issue(self, auth, *args, **kwargs)
+        calls.append(result)
+        if len(calls) == 2:  # the token to validate: make it unknown
+            keystone.revoked.add(result.token.value)
+        return result
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(scenarios.TokenClient, "issue", issue_then_revoke)
+        with pytest.raises(scenarios.TokenRequestError) as caught:
+            scenario.run()
+    assert caught.value.status == 404
+    (action,) = scenario.atomic_actions()
+    assert action["name"] == "keystone.validate_token" and action["failed"]
+
+
+def test_concurrent_create_nests_each_request_in_one_burst(keystone):
+    scenario = scenarios.ConcurrentCreate(_context(keystone))
+    scenario.run(count=9, parallel=3)
+    (burst,) = scenario.atomic_actions()
+    assert burst["name"] == "keystone.token_burst"
+    children = burst["children"]
+    assert _names(children) == ["keystone.issue_token"] * 9
+    assert burst["started_at"] == children[0]["started_at"]
+    assert burst["finished_at"] == max(c["finished_at"] for c in children)
+    assert keystone.count("POST") == 9
+    # 3 connections opened before the burst, reused by its 9 requests
+    assert keystone.connections == 3
+    titles = [o["title"] for o in scenario._output["additive"]]
+    assert titles == ["Burst wall time", "Burst throughput"]
+
+
+def test_lifecycle_times_issue_validations_and_revoke(keystone):
+    scenario = scenarios.Lifecycle(_context(keystone))
+    scenario.run(validations=2)
+    assert _names(scenario.atomic_actions()) == [
+        "keystone.issue_token",
+        "keystone.validate_token",
+        "keystone.validate_token",
+        "keystone.revoke_token",
+    ]
+    assert keystone.count("DELETE") == 1
+    assert keystone.count("GET") == 3  # 2 timed, 1 untimed check of the revoked token
+
+
+def test_lifecycle_fails_when_a_revoked_token_still_validates(keystone):
+    keystone.honour_revocation = False
+    scenario = scenarios.Lifecycle(_context(keystone))
+    with pytest.raises(scenarios.RevokedTokenStillValid) as caught:
+        scenario.run()
+    issued = sorted(keystone.issued)
+    for token in issued:
+        assert token not in str(caught.value)
+    assert "gAAAAAB0..." in str(caught.value)
+
+
+# -- argument validation (what `rally task validate` runs) ----------------------
+
+
+def _errors(name: str, args: dict) -> list[str]:
+    return rally_scenario.Scenario.validate(
+        name=name, context={}, config={"args": args}, plugin_cfg=None, vtype="syntax"
+    )
+
+
+@pytest.mark.parametrize(
+    "name, args, argument",
+    [
+        ("KeystoneTokens.authenticate", {"scope": "galaxy"}, "scope"),
+        ("KeystoneTokens.authenticate", {"method": "kerberos"}, "method"),
+        (
+            "KeystoneTokens.authenticate",
+            {"method": "application_credential", "scope": "system"},
+            "scope",
+        ),
+        ("KeystoneTokens.validate", {"method": "POST"}, "method"),
+        ("KeystoneTokens.validate", {"repetitions": 0}, "repetitions"),
+        ("KeystoneTokens.validate", {"repetitions": 1.5}, "repetitions"),
+        ("KeystoneTokens.concurrent_create", {"count": 0}, "count"),
+        ("KeystoneTokens.concurrent_create", {"count": 10, "parallel": 11}, "parallel"),
+        ("KeystoneTokens.concurrent_create", {"count": 5}, "parallel"),  # default 20 > 5
+        ("KeystoneTokens.concurrent_create", {"scope": "nowhere"}, "scope"),
+        ("KeystoneTokens.lifecycle", {"validations": -1}, "validations"),
+    ],
+)
+def test_bad_arguments_are_named(name, args, argument):
+    errors = _errors(name, args)
+    assert errors
+    assert any(f"{argument} is" in error for error in errors), errors
+
+
+@pytest.mark.parametrize(
+    "name, args",
+    [
+        ("KeystoneTokens.authenticate", {}),
+        ("KeystoneTokens.authenticate", {"method": "application_credential"}),
+        ("KeystoneTokens.authenticate", {"scope": "unscoped", "method": "token"}),
+        ("KeystoneTokens.validate", {"method": "HEAD", "repetitions": 4}),
+        ("KeystoneTokens.concurrent_create", {}),
+        ("KeystoneTokens.concurrent_create", {"count": 5, "parallel": 5}),
+        ("KeystoneTokens.lifecycle", {"validations": 0, "revoke": False}),
+    ],
+)
+def test_good_arguments_pass(name, args):
+    assert _errors(name, args) == []
