@@ -27,6 +27,12 @@ from rally_keystone_bench.contexts._retry import (
 from rally_keystone_bench.tokens import identity_v3_url, scrub
 
 DEFAULT_WORKERS = 20  # rally-openstack's users_context_resource_management_workers
+# Seconds before an admin request is given up and retried. Every admin call
+# is safe to repeat (creates are adopted by name on 409, deletes accept 404,
+# grants are PUTs), so a short timeout only costs a retry, while a long one
+# stalls setup whenever an answer is lost (seen: uWSGI's router never passing
+# on Keystone's 500s, leaving the client to wait for its timeout).
+DEFAULT_TIMEOUT = 15.0
 
 
 class AdminClient:
@@ -38,7 +44,7 @@ class AdminClient:
         pool_size: int = DEFAULT_WORKERS,
         policy: RetryPolicy | None = None,
         stats: RetryStats | None = None,
-        timeout: float = 60.0,
+        timeout: float = DEFAULT_TIMEOUT,
         session: Any = None,
     ) -> None:
         self.base_url = identity_v3_url(credential["auth_url"])

@@ -135,7 +135,7 @@ class TokenPool(context.Context):
         def revoke(token: tk.Token) -> int:
             # A user may revoke its own token: no admin needed.
             if not hasattr(local, "client"):
-                local.client = tk.TokenClient(base_url)
+                local.client = tk.TokenClient(base_url, timeout=_admin.DEFAULT_TIMEOUT)
             local.client.use_auth_token(token)
             return local.client.revoke(token).status
 
@@ -156,7 +156,9 @@ def _client(credential: Any, workers: int) -> tk.TokenClient:
     verify: bool | str = not credential.get("https_insecure", False)
     if verify and credential.get("https_cacert"):
         verify = credential["https_cacert"]
-    return tk.TokenClient(credential["auth_url"], verify=verify, pool_size=workers)
+    return tk.TokenClient(
+        credential["auth_url"], verify=verify, pool_size=workers, timeout=_admin.DEFAULT_TIMEOUT
+    )
 
 
 def _user_auth(user: dict) -> tk.UserAuth:
