@@ -290,24 +290,25 @@ class LocalKeystone:
             ]
         return "\n".join(lines)
 
-    def _manage(self, *args: str) -> None:
-        cmd = [
-            self._bin("keystone-manage"),
-            "--config-file",
-            str(self.config_path),
-            *args,
-        ]
-        log = self.run_dir / "keystone-manage.log"
-        with open(log, "a") as out:
-            out.write(
-                "$ keystone-manage " + " ".join(a for a in args if "password" not in a) + "\n"
-            )
-            out.flush()
-            proc = subprocess.run(cmd, stdout=out, stderr=subprocess.STDOUT, env=self._env())
-        if proc.returncode != 0:
-            raise BenchError(
-                f"keystone-manage {args[0]} failed (exit {proc.returncode}); see {log}"
-            )
+    def _manage(self, *commands: tuple[str, ...], env: dict[str, str] | None = None) -> None:
+        """Run keystone-manage COMMANDS side by side; each logs to its own file.
+
+        They are independent (key repositories, database), and each pays
+        about two seconds of imports, so running them at once shortens a start.
+        """
+        running = []
+        for args in commands:
+            log = self.run_dir / f"keystone-manage-{args[0]}.log"
+            cmd = [self._bin("keystone-manage"), "--config-file", str(self.config_path), *args]
+            with open(log, "a") as out:
+                proc = subprocess.Popen(
+                    cmd, stdout=out, stderr=subprocess.STDOUT, env=env or self._env()
+                )
+            running.append((args[0], log, proc))
+        failed = [(name, log, proc.wait()) for name, log, proc in running]
+        for name, log, rc in failed:
+            if rc != 0:
+                raise BenchError(f"keystone-manage {name} failed (exit {rc}); see {log}")
 
     def _initialise(self) -> None:
         self.progress(f"initialising Keystone in {self.run_dir}")
@@ -316,41 +317,23 @@ class LocalKeystone:
             (self.run_dir / sub).mkdir(mode=0o700, exist_ok=True)
         if not self.password_path.exists():
             write_private(self.password_path, secrets.token_urlsafe(24) + "\n")
-        user = str(os.getuid())
-        group = str(os.getgid())
-        self._manage("db_sync")
+        owner = ("--keystone-user", str(os.getuid()), "--keystone-group", str(os.getgid()))
+        self._manage(("db_sync",), ("fernet_setup", *owner), ("credential_setup", *owner))
         if self.deployment.db == "sqlite":
             _sqlite_wal(self.run_dir / "keystone.db")
-        self._manage("fernet_setup", "--keystone-user", user, "--keystone-group", group)
-        self._manage("credential_setup", "--keystone-user", user, "--keystone-group", group)
         # The password goes through the environment, never on a command line.
         env = self._env()
         env["OS_BOOTSTRAP_PASSWORD"] = self.admin_password
-        cmd = [
-            self._bin("keystone-manage"),
-            "--config-file",
-            str(self.config_path),
+        bootstrap = (
             "bootstrap",
-            "--bootstrap-username",
-            ADMIN_USER,
-            "--bootstrap-project-name",
-            ADMIN_PROJECT,
-            "--bootstrap-region-id",
-            REGION,
-            "--bootstrap-admin-url",
-            self.auth_url,
-            "--bootstrap-internal-url",
-            self.auth_url,
-            "--bootstrap-public-url",
-            self.auth_url,
-        ]
-        log = self.run_dir / "keystone-manage.log"
-        with open(log, "a") as out:
-            out.write("$ keystone-manage bootstrap\n")
-            out.flush()
-            proc = subprocess.run(cmd, stdout=out, stderr=subprocess.STDOUT, env=env)
-        if proc.returncode != 0:
-            raise BenchError(f"keystone-manage bootstrap failed; see {log}")
+            "--bootstrap-username", ADMIN_USER,
+            "--bootstrap-project-name", ADMIN_PROJECT,
+            "--bootstrap-region-id", REGION,
+            "--bootstrap-admin-url", self.auth_url,
+            "--bootstrap-internal-url", self.auth_url,
+            "--bootstrap-public-url", self.auth_url,
+        )  # fmt: skip
+        self._manage(bootstrap, env=env)
         (self.run_dir / ".initialised").write_text("")
 
     def _uwsgi_ini(self) -> str:
