@@ -99,8 +99,12 @@ class CompareResult:
         rules = f"threshold {self.threshold:g}%, alpha {self.alpha:g}"
         regs = self.regressions
         if regs:
-            what = "; ".join(f"{c.name} {c.verdict} in {w.scenario}" for w, c in regs)
-            return f"REGRESSION ({rules}): {what}"
+            w, c = max(regs, key=lambda wc: wc[1].ratio)
+            total = sum(len(x.actions) for x in self.workloads)
+            worst = f"worst: {c.name} {c.verdict} in {w.scenario} {w.runner}"
+            if len(regs) == 1:
+                return f"REGRESSION ({rules}): {c.name} {c.verdict} in {w.scenario} {w.runner}"
+            return f"REGRESSION ({rules}): {len(regs)} of {total} actions slower; {worst}"
         return f"no regression ({rules})"
 
     def as_dict(self) -> dict[str, Any]:
