@@ -84,7 +84,8 @@ def test_svg_charts_hold_drawn_paths(summary):
     drawn = [a["d"] for a in p.paths if a.get("d")]
     # Scatter of latencies: one 'M x y h0' dot per sample; the rolling p95: many vertices.
     dots = [a["d"] for a in p.paths if a.get("class") == "points"]
-    assert dots and all(d.count("h0") >= 50 for d in dots)
+    counts = [d.count("h0") for d in dots]
+    assert counts and min(counts) >= 5 and max(counts) >= 150, counts
     p95 = [a["d"] for a in p.paths if a.get("class") == "p95"]
     assert p95 and all(len(re.findall(r"[\d.]+,[\d.]+", d)) >= 10 for d in p95)
     assert len(drawn) == len(p.paths) and all(n >= 1 for n in p.per_svg)
