@@ -225,7 +225,9 @@ def test_rally_task_abort_during_setup_leaves_keystone_as_it_was(rh, admin, tmp_
             time.sleep(0.2)
         else:
             pytest.fail("setup never started creating users")
-        tasks = rh.rally("task", "list", "--uuids-only").stdout.split()
+        tasks = rh.rally(
+            "task", "list", "--env", "ks", "--status", "running", "--uuids-only"
+        ).stdout.split()
         rh.rally("task", "abort", tasks[-1])
         output, _ = proc.communicate(timeout=300)
     finally:
