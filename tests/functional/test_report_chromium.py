@@ -87,7 +87,8 @@ def test_svg_charts_hold_drawn_paths(summary):
     counts = [d.count("h0") for d in dots]
     assert counts and min(counts) >= 5 and max(counts) >= 150, counts
     p95 = [a["d"] for a in p.paths if a.get("class") == "p95"]
-    assert p95 and all(len(re.findall(r"[\d.]+,[\d.]+", d)) >= 10 for d in p95)
+    vertices = [len(re.findall(r"[\d.]+,[\d.]+", d)) for d in p95]
+    assert vertices and min(vertices) >= 3 and max(vertices) >= 30, vertices
     assert len(drawn) == len(p.paths) and all(n >= 1 for n in p.per_svg)
 
 
