@@ -31,8 +31,10 @@ DEFAULT_WORKERS = 20  # rally-openstack's users_context_resource_management_work
 # is safe to repeat (creates are adopted by name on 409, deletes accept 404,
 # grants are PUTs), so a short timeout only costs a retry, while a long one
 # stalls setup whenever an answer is lost (seen: uWSGI's router never passing
-# on Keystone's 500s, leaving the client to wait for its timeout).
-DEFAULT_TIMEOUT = 15.0
+# on Keystone's 500s, leaving the client to wait for its timeout). Too short
+# a timeout, though, retries requests that merely wait in the server's queue
+# (20 bcrypt creates in flight on 2 busy cores waited over 15 s): 30 s.
+DEFAULT_TIMEOUT = 30.0
 
 
 class AdminClient:
