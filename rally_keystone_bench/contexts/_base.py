@@ -68,8 +68,37 @@ def task_uuid(ctx: dict) -> str | None:
         return None
 
 
+# Contexts of this process set up and not yet cleaned up, per workload. Kept
+# here, not in the context dict, which Rally deep-copies for every iteration.
+_set_up: dict[str, list[BenchContext]] = {}
+
+
 class BenchContext(rally_context.Context):
     """Base of keystone_tenants and keystone_users: an admin client and bookkeeping."""
+
+    def _owner(self) -> str:
+        return str(self.context.get("owner_id") or self.task_uuid() or id(self.context))
+
+    def track(self) -> None:
+        """Remember this context as set up, for cleanup_on_interrupt."""
+        _set_up.setdefault(self._owner(), []).append(self)
+
+    def untrack(self) -> None:
+        # By identity: Rally's contexts compare equal when their orders are.
+        chain = [c for c in _set_up.get(self._owner(), []) if c is not self]
+        _set_up[self._owner()] = chain
+        if not chain:
+            _set_up.pop(self._owner(), None)
+
+    def cleanup_on_interrupt(self) -> None:
+        """Ctrl-C during setup: Rally's context manager only cleans up after an
+        Exception, so clean up this context and the ones set up before it, in
+        reverse order, here."""
+        for ctx in reversed(list(_set_up.get(self._owner(), []))):
+            try:
+                ctx.cleanup()
+            except Exception as exc:  # keep cleaning the others
+                LOG.error(f"{ctx.get_name()} cleanup after an interrupt: {exc}")
 
     def task_uuid(self) -> str | None:
         return task_uuid(self.context)

@@ -59,13 +59,12 @@ class KeystoneTenants(_base.BenchContext):
         if users_cfg.get("existing"):
             LOG.info("keystone_tenants: keystone_users uses existing users, nothing to create")
             return
+        self.track()
         try:
             self._setup(bench, users_cfg.get("reuse"))
         except BaseException as exc:
             if not isinstance(exc, Exception):
-                # Interrupted (Ctrl-C, SIGTERM): Rally's context manager only
-                # cleans up after an Exception, so clean up here.
-                self.cleanup()
+                self.cleanup_on_interrupt()
             raise
         finally:
             self.report_retries("setup", self.stats)
@@ -140,6 +139,7 @@ class KeystoneTenants(_base.BenchContext):
         )
 
     def cleanup(self) -> None:
+        self.untrack()
         if self.kept:
             if self.created:
                 LOG.info(f"keystone_tenants: keeping {len(self.created)} new projects for the tag")

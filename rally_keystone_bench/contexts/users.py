@@ -126,6 +126,7 @@ class KeystoneUsers(_base.BenchContext):
         self.context["users"] = []
         self.context["tenants"] = {}
         self.context["user_choice_method"] = self.config["user_choice_method"]
+        self.track()
         try:
             if self.config["existing"]:
                 self._use_existing()
@@ -133,7 +134,7 @@ class KeystoneUsers(_base.BenchContext):
                 self._create()
         except BaseException as exc:
             if not isinstance(exc, Exception):
-                self.cleanup()  # interrupted: Rally only cleans up after an Exception
+                self.cleanup_on_interrupt()
             raise
         finally:
             if not self.config["existing"]:
@@ -373,6 +374,7 @@ class KeystoneUsers(_base.BenchContext):
 
     # -- cleanup ----------------------------------------------------------------
     def cleanup(self) -> None:
+        self.untrack()
         try:
             self._cleanup()
         finally:

@@ -364,3 +364,31 @@ def test_cleanup_without_credentials_is_bad_input(monkeypatch):
         reuse.admin_credential(SimpleNamespace(spec=None, run_dir=None))
     with pytest.raises(BenchError, match="reuse tag"):
         reuse.check_tag("bad tag")
+
+
+def test_ctrl_c_during_setup_cleans_up_every_context_set_up_so_far():
+    from rally_keystone_bench.contexts.tenants import KeystoneTenants
+    from rally_keystone_bench.contexts.users import KeystoneUsers
+
+    ctx = {"config": {}, "owner_id": "w-interrupt"}
+    tenants, users_ctx = KeystoneTenants(ctx), KeystoneUsers(ctx)
+    cleaned = []
+    tenants.cleanup = lambda: cleaned.append("keystone_tenants")
+    users_ctx.cleanup = lambda: cleaned.append("keystone_users")
+    tenants.track()
+    users_ctx.track()
+    users_ctx.cleanup_on_interrupt()
+    assert cleaned == ["keystone_users", "keystone_tenants"]
+    users_ctx.untrack()
+    tenants.untrack()
+    assert "w-interrupt" not in _base._set_up
+
+
+def test_keystone_users_without_keystone_tenants_says_what_to_add():
+    from rally import exceptions
+
+    ctx = {"config": {}, "owner_id": "w-alone", "env": {"platforms": {"openstack": {}}}}
+    users_ctx = users.KeystoneUsers(ctx)
+    with pytest.raises(exceptions.ContextSetupFailure, match="add keystone_tenants"):
+        users_ctx.setup()
+    assert "users" not in ctx or ctx["users"] == []
