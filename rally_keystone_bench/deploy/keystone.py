@@ -26,7 +26,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from rally_keystone_bench.deploy import process, venv
+from rally_keystone_bench.deploy import databases, memcached, process, servers, venv
 from rally_keystone_bench.errors import BenchError
 
 SERVERS = ("uwsgi", "gunicorn", "apache")
@@ -77,6 +77,12 @@ class Deployment:
             )
         if self.port is not None:
             process.ensure_port_free(self.port)
+        if self.db != "sqlite":
+            databases.check_reachable(self.db, databases.server_url(self.db, self.db_url))
+        elif self.db_url:
+            raise BenchError("--db-url needs --db postgresql or --db mysql")
+        if self.cache == "memcached":
+            memcached.executable()
 
     def describe(self) -> str:
         parts = [self.keystone, self.server, f"{self.workers}x{self.threads}", self.db]
@@ -114,6 +120,8 @@ class LocalKeystone:
         self.port: int | None = self.deployment.port
         self.pids: dict[str, int] = {}
         self.venv: Path | None = None
+        self.database: databases.Database | None = None  # dropped at teardown
+        self.memcached_port: int | None = None
 
     # -- paths -------------------------------------------------------------
     @property
@@ -191,6 +199,7 @@ class LocalKeystone:
             dep.keystone, extras=self._extra_packages(), progress=self.progress
         )
         try:
+            self._start_backends()
             if not (self.run_dir / ".initialised").exists():
                 self._initialise()
             self._start_server()
@@ -201,18 +210,27 @@ class LocalKeystone:
             raise
         self._write_openrc()
 
-    def stop(self) -> None:
-        """Stop every process this deployment started; keep the logs."""
+    def stop(self, teardown: bool = True) -> None:
+        """Stop every process this deployment started; keep the logs.
+
+        With ``teardown`` (the default) the deployment is gone for good: its
+        PostgreSQL/MySQL database is dropped too. ``restart`` keeps it.
+        """
         self._load_state()
         for _name, pid in sorted(self.pids.items()):
             process.terminate(pid)
         self.pids = {}
+        if teardown and self.database is not None and self.venv is not None:
+            databases.drop(self.venv, self.database)
+            self.progress(f"dropped database {self.database.name}")
+            self.database = None
+            (self.run_dir / ".initialised").unlink(missing_ok=True)
         if self.state_path.exists():
             self._write_state()
 
     def restart(self) -> None:
         """Stop and start again on the same port with the same data."""
-        self.stop()
+        self.stop(teardown=False)
         self.start()
 
     def is_running(self) -> bool:
@@ -257,7 +275,26 @@ class LocalKeystone:
             # A busy timeout makes writers wait for each other instead of
             # failing at once with "database is locked".
             return f"sqlite:///{self.run_dir / 'keystone.db'}?timeout=30"
-        raise BenchError(f"database {self.deployment.db} is not supported yet")
+        if self.database is None:
+            raise BenchError(f"no {self.deployment.db} database was created")
+        return self.database.keystone_url
+
+    def _start_backends(self) -> None:
+        """Create the PostgreSQL/MySQL database (once) and start memcached."""
+        dep = self.deployment
+        assert self.venv is not None
+        if dep.db != "sqlite" and self.database is None:
+            url = databases.server_url(dep.db, dep.db_url)
+            self.database = databases.create(self.venv, dep.db, url)
+            self.progress(f"created {dep.db} database {self.database.name}")
+            self._write_state()
+        if dep.cache == "memcached":
+            if self.memcached_port is None:
+                self.memcached_port = process.find_free_port()
+            log = self.run_dir / "memcached.log"
+            self.pids["memcached"] = memcached.start(self.memcached_port, log)
+            self.progress(f"memcached started on port {self.memcached_port}")
+            self._write_state()
 
     def _render_config(self) -> str:
         dep = self.deployment
@@ -288,6 +325,8 @@ class LocalKeystone:
                 f"password_hash_rounds = {dep.password_hash_rounds}",
                 "",
             ]
+        if self.memcached_port is not None:
+            lines += memcached.cache_section(self.memcached_port)
         return "\n".join(lines)
 
     def _manage(self, *commands: tuple[str, ...], env: dict[str, str] | None = None) -> None:
@@ -364,13 +403,10 @@ class LocalKeystone:
         )
 
     def _start_server(self) -> None:
-        if self.deployment.server != "uwsgi":
-            raise BenchError(f"server {self.deployment.server} is not supported yet")
-        ini = self.run_dir / "uwsgi.ini"
-        ini.write_text(self._uwsgi_ini())
+        argv = servers.command(self)
         self.progress(f"starting Keystone ({self.deployment.describe()}) on port {self.port}")
         pid = process.spawn(
-            [self._bin("uwsgi"), "--ini", str(ini)],
+            argv,
             self.server_log_path,
             env=self._env(),
             cwd=self.run_dir,
@@ -448,6 +484,8 @@ class LocalKeystone:
             "pids": self.pids,
             "deployment": dataclasses.asdict(self.deployment),
             "venv": str(self.venv) if self.venv else None,
+            "database": self.database.as_state() if self.database else None,
+            "memcached_port": self.memcached_port,
         }
         self.state_path.write_text(json.dumps(state, indent=2) + "\n")
 
@@ -461,6 +499,11 @@ class LocalKeystone:
         if self.port is None:
             self.port = state.get("port")
         self.pids = {k: int(v) for k, v in (state.get("pids") or {}).items()}
+        if self.venv is None and state.get("venv"):
+            self.venv = Path(state["venv"])
+        if state.get("database"):
+            self.database = databases.Database(**state["database"])
+        self.memcached_port = self.memcached_port or state.get("memcached_port")
 
     def log_tail(self, lines: int = 20) -> str:
         """The last LINES of the server and Keystone logs, for a failed start."""
