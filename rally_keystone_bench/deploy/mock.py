@@ -278,10 +278,14 @@ class MockServer(ThreadingHTTPServer):
         self.options = options
         self.started = time.monotonic()
         self.service_lock = threading.Lock()
+        self.busy_until = 0.0  # monotonic time when the queued token requests are done
 
 
 class Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
+    # headers and body go out in two writes: without TCP_NODELAY the body
+    # waits for the client's delayed ACK (40 ms on Linux) on a kept-alive connection
+    disable_nagle_algorithm = True
     server: MockServer
     server_version = "keystone-bench-mock"
     sys_version = ""
@@ -378,8 +382,14 @@ class Handler(BaseHTTPRequestHandler):
             extra = opts["slope_ms_per_s"] * (time.monotonic() - self.server.started)
             time.sleep(extra / 1000.0)
         if opts["service_time_ms"]:
+            # One request at a time, first come first served, on a virtual clock:
+            # a late wake-up of the sleeping thread adds to its own latency but
+            # never to the next request's, so the capacity is exact under load.
             with self.server.service_lock:
-                time.sleep(opts["service_time_ms"] / 1000.0)
+                now = time.monotonic()
+                done = max(now, self.server.busy_until) + opts["service_time_ms"] / 1000.0
+                self.server.busy_until = done
+            time.sleep(done - now)
 
     def _token_request(self) -> None:
         self._delay()
