@@ -178,6 +178,15 @@ def build_parser() -> argparse.ArgumentParser:
     gate.add_argument("--threshold", type=float, default=10.0)
     gate.add_argument("--alpha", type=float, default=0.01)
     gate.add_argument("--reports-dir", default="reports")
+    gate.add_argument("--task-args", default=None, metavar="JSON")
+    for side in ("baseline", "candidate"):
+        gate.add_argument(
+            f"--{side}-option",
+            action="append",
+            default=[],
+            metavar="KEY=VALUE",
+            help=f"a deployment setting of the {side} only, e.g. password_hash_rounds=12",
+        )
     gate.set_defaults(func=_target("rally_keystone_bench.gate:main"))
 
     # cleanup

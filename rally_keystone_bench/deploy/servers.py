@@ -160,8 +160,30 @@ def apache_command(ks: LocalKeystone) -> list[str]:
         # Apache will not serve as root; its daemon processes run as the
         # run directory's owner instead, which must then be able to read it.
         user = apache_user()
+        share_with(user, ks)
         argv += ["--user", user, "--group", user]
     return argv
+
+
+def share_with(user: str, ks: LocalKeystone) -> None:
+    """Let USER run Keystone from this run directory and Keystone's environment.
+
+    The run directory (config, keys, SQLite database, logs) becomes USER's;
+    the directories above it and above the environment get the traverse bit
+    for others (o+x, no listing) where they lack it.
+    """
+    entry = pwd.getpwnam(user)
+    for root, dirs, files in os.walk(ks.run_dir):
+        for name in [*dirs, *files]:
+            os.chown(os.path.join(root, name), entry.pw_uid, entry.pw_gid, follow_symlinks=False)
+    os.chown(ks.run_dir, entry.pw_uid, entry.pw_gid)
+    assert ks.venv is not None
+    for path in (ks.run_dir, ks.venv):
+        for parent in [path, *path.parents]:
+            mode = parent.stat().st_mode
+            if not mode & 0o001:
+                ks.progress(f"apache: adding o+x (traverse only) to {parent} for {user}")
+                os.chmod(parent, mode | 0o001)
 
 
 def apache_user() -> str:
