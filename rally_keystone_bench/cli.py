@@ -158,6 +158,21 @@ def build_parser() -> argparse.ArgumentParser:
     cap.add_argument("--target", choices=["local", "cloud", "mock"], default="local")
     cap.add_argument("--spec", default=None)
     cap.add_argument("--reports-dir", default="reports")
+    cap.add_argument(
+        "--abort-on-sla-failure",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="stop a failing probe early (default on)",
+    )
+    cap.add_argument("--mock-workers", type=int, default=1, help="--target mock: processes")
+    cap.add_argument(
+        "--mock-service-time",
+        type=float,
+        default=20.0,
+        metavar="MS",
+        help="--target mock: ms per token request and worker (default 20: 50 rps a worker)",
+    )
+    _add_deployment_options(cap)
     cap.set_defaults(func=_target("rally_keystone_bench.capacity:main"))
 
     # matrix

@@ -1,0 +1,302 @@
+"""The capacity search: bad input, probe verdicts, bisection on modelled targets, reports."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+from rally_keystone_bench import capacity, cli, results
+from rally_keystone_bench.capacity import (
+    ERRORS,
+    GENERATOR,
+    OK,
+    SATURATED,
+    SLOPE,
+    Probe,
+    Settings,
+    find_capacity,
+)
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "fixtures"))
+import synthetic  # noqa: E402
+
+SETTINGS = Settings("validate", low=1, high=200, warmup=10, window=30, max_slope=0.01, precision=1)
+
+
+# -- bad input -----------------------------------------------------------------
+@pytest.mark.parametrize(
+    "argv, reason",
+    [
+        (
+            ["--scenario", "validate", "--low", "10", "--high", "5"],
+            "--low (10) is above --high (5)",
+        ),
+        (["--scenario", "validate", "--max-slope", "-0.01"], "--max-slope must not be negative"),
+        (["--scenario", "nosuch"], "unknown scenario 'nosuch': choose one of authenticate"),
+        (["--scenario", "validate", "--precision", "0"], "--precision must be above 0"),
+        (["--scenario", "validate", "--low", "0"], "--low must be above 0"),
+        (["--scenario", "validate", "--window", "0"], "--window must be above 0"),
+        (["--scenario", "validate", "--spec", "x.yaml"], "use it with --target cloud"),
+        (
+            ["--scenario", "validate", "--target", "mock", "--mock-workers", "0"],
+            "--mock-workers must be at least 1",
+        ),
+    ],
+)
+def test_bad_input_exits_2_with_the_reason_before_any_load(argv, reason, capsys, monkeypatch):
+    def no_target(*a, **k):  # pragma: no cover - reached only by a defect
+        raise AssertionError("a target was prepared for bad input")
+
+    monkeypatch.setattr(capacity, "prepared_target", no_target)
+    code = cli.main(["capacity", *argv, "--reports-dir", "/nonexistent/reports"])
+    assert code == 2
+    assert reason in capsys.readouterr().err
+
+
+# -- the figures of one probe ---------------------------------------------------
+def open_loop(rate: float, seconds: float, latency, fail_every: int = 0) -> list[dict]:
+    """Iterations started every 1/RATE s; LATENCY(t) gives each one's duration."""
+    data = []
+    n = int(rate * seconds)
+    for i in range(n):
+        start = synthetic.T0 + i / rate
+        d = latency(i / rate)
+        failed = bool(fail_every) and (i + 1) % fail_every == 0
+        data.append(
+            {
+                "duration": d,
+                "timestamp": start,
+                "idle_duration": 0.0,
+                "error": ["InternalServerError", "injected error (HTTP 500)", ""] if failed else [],
+                "output": {"additive": [], "complete": []},
+                "atomic_actions": [
+                    {
+                        "name": "keystone.validate_token",
+                        "children": [],
+                        "started_at": start,
+                        "finished_at": start + d,
+                        **({"failed": True} if failed else {}),
+                    }
+                ],
+            }
+        )
+    return data
+
+
+def workload_of(data: list[dict], slope_ok: bool = True, detail: str = "slope") -> results.Workload:
+    wl = synthetic.workload(data, scenario="KeystoneTokens.validate", runner_type="rps")
+    wl["sla_results"]["sla"].append(
+        {"criterion": "latency_slope", "success": slope_ok, "detail": detail}
+    )
+    return results.from_report(synthetic.report([wl]))[0]
+
+
+def judged(rps: float, data: list[dict], max_concurrency: int = 1000, **sla) -> Probe:
+    probe = Probe(1, "search", rps, planned=len(data), max_concurrency=max_concurrency)
+    return capacity.judge(probe, workload_of(data, **sla), SETTINGS)
+
+
+def test_a_flat_probe_at_its_rate_passes_with_its_figures():
+    p = judged(40, open_loop(40, 40, lambda t: 0.020))
+    assert p.verdict == OK
+    assert p.sent_rate == pytest.approx(40, rel=1e-6)
+    assert p.p50 == pytest.approx(0.020)
+    assert p.slope == pytest.approx(0.0, abs=1e-9)
+    assert p.iterations == 1600 and p.failed == 0
+    assert p.peak_concurrency == 1
+
+
+def test_a_failed_iteration_degrades_with_its_error():
+    p = judged(40, open_loop(40, 40, lambda t: 0.020, fail_every=500))
+    assert p.verdict == ERRORS
+    assert p.reason == "3 of 1600 iterations failed: InternalServerError (HTTP 500)"
+
+
+def test_a_failed_slope_sla_degrades_and_names_the_fitted_slope():
+    p = judged(60, open_loop(60, 40, lambda t: 0.02 + 0.2 * t), slope_ok=False)
+    assert p.verdict == SLOPE
+    assert p.slope == pytest.approx(0.2, rel=1e-6)
+    assert p.reason == "latency slope 0.2 s/s > 0.01"
+
+
+def test_fewer_starts_than_95_percent_of_the_target_is_generator_limited():
+    p = judged(100, open_loop(90, 40, lambda t: 0.020))
+    assert p.verdict == GENERATOR
+    assert p.sent_rate == pytest.approx(90, rel=1e-6)
+    assert p.reason.startswith("sent 90.0 rps, 90% of the target")
+
+
+def test_every_slot_in_flight_is_keystone_saturated_not_the_generator():
+    # 20 slots, 1 s answers, 20 starts a second: the runner waited for Keystone
+    p = judged(100, open_loop(20, 40, lambda t: 1.0), max_concurrency=20)
+    assert p.peak_concurrency == 20
+    assert p.verdict == SATURATED
+
+
+def test_slots_seen_full_while_running_is_saturated():
+    # the probe was stopped when every slot was in flight: the report alone may not show it
+    probe = Probe(1, "search", 100, planned=4000, max_concurrency=500, slots_full=True)
+    p = capacity.judge(probe, workload_of(open_loop(60, 12, lambda t: 0.5)), SETTINGS)
+    assert p.verdict == SATURATED
+    assert p.stopped_early
+
+
+def test_the_sent_rate_counts_starts_in_the_window_only():
+    # a slow first 10 s (the warm-up) does not count against the generator
+    starts = [i / 10 for i in range(100)] + [10 + i / 50 for i in range(1500)]
+    assert capacity.start_rate(starts, since=10) == pytest.approx(50)
+    assert capacity.start_rate(starts) < 45
+
+
+def test_peak_in_flight_counts_overlaps_and_not_touching_ends():
+    assert capacity.peak_in_flight([0, 1, 2], [1, 1, 1]) == 1
+    assert capacity.peak_in_flight([0, 0.5, 0.6, 3], [1, 1, 1, 1]) == 3
+    assert capacity.peak_in_flight([], []) == 0
+
+
+# -- the search on modelled targets ----------------------------------------------
+class Model:
+    """A target of known capacity: rates up to CAPACITY pass, above degrade (slope).
+
+    Above GENERATOR_CEILING the generator cannot send the rate; FLAKY lists
+    rates whose first probe (only) gives the wrong verdict.
+    """
+
+    def __init__(self, capacity_rps, generator_ceiling=float("inf"), flaky=()):
+        self.capacity = capacity_rps
+        self.ceiling = generator_ceiling
+        self.flaky = set(flaky)
+        self.probes: list[Probe] = []
+
+    def __call__(self, rate: float, role: str) -> Probe:
+        if rate > self.ceiling:
+            verdict = GENERATOR
+        else:
+            verdict = OK if rate <= self.capacity else SLOPE
+        if rate in self.flaky:
+            self.flaky.discard(rate)
+            verdict = SLOPE if verdict == OK else OK
+        p = Probe(len(self.probes) + 1, role, rate, verdict=verdict, reason="modelled")
+        self.probes.append(p)
+        return p
+
+
+@pytest.mark.parametrize("true_capacity", [1, 7.5, 49.6, 50, 123, 199.5])
+def test_bisection_finds_n_on_the_precision_grid_and_confirms_it(true_capacity):
+    model = Model(true_capacity)
+    out = find_capacity(SETTINGS, model, say=lambda s: None)
+    assert out.status == "found" and out.exit_code == 0
+    assert out.n == int(true_capacity)
+    assert out.confirmed
+    roles = [p.role for p in out.probes]
+    assert roles[-2:] == ["confirm N", "confirm N+1"]
+    assert [p.rps for p in out.probes[-2:]] == [out.n, out.n + 1]
+    assert len(out.probes) <= capacity.estimated_probes(SETTINGS)
+    assert capacity.estimated_probes(SETTINGS) == 10
+
+
+def test_a_mock_of_50_rps_is_found_in_at_most_ten_probes():
+    out = find_capacity(SETTINGS, Model(50), say=lambda s: None)
+    assert out.n == 50
+    assert len(out.probes) <= 10
+    assert [p.rps for p in out.probes[:2]] == [101, 51]  # linear: the middle of [1, 200] first
+
+
+def test_a_confirmation_that_fails_resumes_the_search_below():
+    # 45 passes once by chance during the search; its confirmation fails
+    out = find_capacity(SETTINGS, Model(44, flaky=[45]), say=lambda s: None)
+    assert out.n == 44 and out.status == "found" and out.confirmed
+    assert [p.rps for p in out.probes if p.role == "confirm N"] == [45, 44]
+    assert [p.rps for p in out.probes[-2:]] == [44, 45]
+
+
+def test_a_confirmation_of_n_plus_1_that_passes_resumes_the_search_above():
+    # 47 fails once by chance during the search; N + 1 = 47 then passes
+    out = find_capacity(SETTINGS, Model(47, flaky=[47]), say=lambda s: None)
+    assert out.n == 47 and out.confirmed
+    assert [(p.rps, p.role) for p in out.probes if p.role != "search"] == [
+        (46, "confirm N"),
+        (47, "confirm N+1"),
+        (47, "confirm N"),
+        (48, "confirm N+1"),
+    ]
+
+
+def test_repeats_that_keep_disagreeing_end_unconfirmed():
+    out = find_capacity(SETTINGS, Model(50, flaky=[50, 51]), say=lambda s: None)
+    assert out.status == "found"
+    assert len(out.probes) < 25
+
+
+def test_generator_limited_probes_cap_the_search_and_n_is_a_lower_bound():
+    model = Model(150, generator_ceiling=80)
+    out = find_capacity(SETTINGS, model, say=lambda s: None)
+    assert out.status == "lower bound" and out.limited_by == "generator"
+    assert out.exit_code == 0
+    assert out.n == 80
+    assert out.message.startswith("N >= 80 rps, generator-limited at 81 rps")
+    first_limited = next(p.number for p in out.probes if p.verdict == GENERATOR)
+    later = [p.rps for p in out.probes if p.number > first_limited and p.role == "search"]
+    assert all(r < 101 for r in later)  # nothing above the first generator-limited rate
+
+
+def test_no_degradation_up_to_high_is_a_lower_bound_at_high():
+    out = find_capacity(SETTINGS, Model(1000), say=lambda s: None)
+    assert out.status == "lower bound" and out.limited_by == "--high"
+    assert out.n == 200
+    assert out.probes[-1].rps == 200 and out.probes[-1].role == "confirm N+1"
+
+
+def test_even_low_degrading_exits_1():
+    out = find_capacity(SETTINGS, Model(0.5), say=lambda s: None)
+    assert out.status == "low degrades" and out.exit_code == 1
+    assert out.n is None
+    assert out.probes[-1].rps == 1 and out.probes[-1].role == "confirm N"
+    assert out.message.startswith("even --low 1 rps is degraded (slope)")
+
+
+def test_even_low_generator_limited_is_not_measurable():
+    out = find_capacity(SETTINGS, Model(100, generator_ceiling=0.5), say=lambda s: None)
+    assert out.status == "not measurable" and out.exit_code == 2
+
+
+def test_probe_rates_stay_on_the_grid_and_inside_the_range():
+    s = Settings("authenticate", low=3, high=20, warmup=1, window=10, max_slope=0.01, precision=2)
+    model = Model(12.7)
+    out = find_capacity(s, model, say=lambda s: None)
+    assert out.n == 11
+    for p in out.probes:
+        assert 3 <= p.rps <= 20
+        assert (p.rps - 3) % 2 == 0
+
+
+def test_task_args_size_the_probe():
+    args = SETTINGS.task_args(50)
+    assert args["times"] == 2000
+    assert args["min_iterations"] == 30
+    assert args["max_concurrency"] == 250
+    assert SETTINGS.task_args(1)["min_iterations"] == 15
+    assert SETTINGS.task_args(1)["max_concurrency"] == 20
+
+
+# -- reports -------------------------------------------------------------------------
+def test_reports_hold_the_probe_table_n_and_a_chart_from_the_data(tmp_path):
+    probes = []
+    for i, (rate, verdict) in enumerate([(100, SLOPE), (50, OK), (75, SLOPE)], 1):
+        p = Probe(i, "search", rate, verdict=verdict, reason="r", planned=10, iterations=10)
+        p.sent_rate, p.p50, p.p95, p.p99 = rate * 0.99, 0.02 * i, 0.03 * i, 0.04 * i
+        probes.append(p)
+    out = capacity.Outcome(50, "found", None, True, "N = 50 rps; 75 rps is degraded", probes)
+    j, h = capacity.write_reports(out, SETTINGS, "mock", tmp_path, "2026-01-01T00:00:00", 12.0)
+    data = json.loads(j.read_text())
+    assert data["result"]["n_rps"] == 50 and data["result"]["status"] == "found"
+    assert [p["rps"] for p in data["probes"]] == [100, 50, 75]
+    html = h.read_text()
+    assert "N = 50 rps; 75 rps is degraded" in html
+    assert html.count("<svg") == 2
+    assert html.count("<circle") == 2 * 3 + 3  # p50 and p95 per probe, then sent rates
+    assert "<script" not in html
+    assert "probe 2: 50 rps, p95 60.0 ms, ok" in html
