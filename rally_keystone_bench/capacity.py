@@ -6,15 +6,17 @@ starts ``rps * (warmup + window)`` iterations at a constant rate, judged by
 in this order:
 
 * ``degraded (errors)``: an iteration failed;
-* ``degraded (slope)``: the latency of the timed action grew faster than
-  ``max_slope`` seconds per second past the warm-up;
 * ``degraded (saturated)``: every iteration slot of the runner was in
   flight at once: Keystone answered too slowly for the rate, the runner had
-  to wait for it, and the latency stopped growing only because the load did;
+  to wait for it, and the latency stopped growing only because the load did
+  (with --abort-on-sla-failure the probe is stopped right then);
 * ``generator-limited``: fewer than 95 % of the target rate was sent, with
   free slots: the load generator, not Keystone, was the limit (the paper's
-  trap). The probe says nothing about Keystone; the search does not go above
-  it, and an N below it is reported as a lower bound;
+  trap). The probe says nothing about Keystone, whatever its latency did (a
+  starved generator also delays its own timers); the search does not go
+  above it, and an N below it is reported as a lower bound;
+* ``degraded (slope)``: the latency of the timed action grew faster than
+  ``max_slope`` seconds per second past the warm-up;
 * ``ok``.
 
 The achieved rate is that of iteration *starts* in the window (after the
@@ -272,10 +274,6 @@ def judge(probe: Probe, wl: Workload, settings: Settings) -> Probe:
             what = f": {top.type}" + (f" (HTTP {top.status})" if top.status else "")
         probe.verdict = ERRORS
         probe.reason = f"{probe.failed} of {probe.iterations} iterations failed{what}"
-    elif slope_failed and not not_enough:
-        probe.verdict = SLOPE
-        slope = f"{probe.slope:.3g}" if probe.slope is not None else "?"
-        probe.reason = f"latency slope {slope} s/s > {settings.max_slope:g}"
     elif probe.slots_full or probe.peak_concurrency >= probe.max_concurrency > 0:
         probe.verdict = SATURATED
         probe.reason = (
@@ -287,6 +285,10 @@ def judge(probe: Probe, wl: Workload, settings: Settings) -> Probe:
             f"sent {sent:.1f} rps, {100 * sent / probe.rps:.0f}% of the target, "
             f"with {probe.max_concurrency - probe.peak_concurrency} slots free"
         )
+    elif slope_failed and not not_enough:
+        probe.verdict = SLOPE
+        slope = f"{probe.slope:.3g}" if probe.slope is not None else "?"
+        probe.reason = f"latency slope {slope} s/s > {settings.max_slope:g}"
     else:
         probe.verdict = OK
         slope = f"{probe.slope:.2g}" if probe.slope is not None else "?"

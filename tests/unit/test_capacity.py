@@ -129,6 +129,11 @@ def test_fewer_starts_than_95_percent_of_the_target_is_generator_limited():
     assert p.reason.startswith("sent 90.0 rps, 90% of the target")
 
 
+def test_a_starved_generator_says_nothing_even_when_the_slope_failed():
+    p = judged(60, open_loop(40, 40, lambda t: 0.02 + 0.2 * t), slope_ok=False)
+    assert p.verdict == GENERATOR
+
+
 def test_every_slot_in_flight_is_keystone_saturated_not_the_generator():
     # 20 slots, 1 s answers, 20 starts a second: the runner waited for Keystone
     p = judged(100, open_loop(20, 40, lambda t: 1.0), max_concurrency=20)

@@ -1,0 +1,218 @@
+"""How fast can Rally drive the mock? The load generator's own ceiling.
+
+The capacity search trusts a probe only when Rally sent the target rate;
+this measures the highest rate it can send on this machine. Against one
+mock token service (no service time), it runs:
+
+* Rally: KeystoneTokens.validate under the rps runner (the capacity probe's
+  task, tasks/capacity-probe.yaml) at a target far above what it can reach,
+  with PROCESSES runner processes and THREADS iteration slots each;
+* a plain Python loop: PROCESSES processes of THREADS threads, each thread
+  a requests.Session (kept-alive connection) validating a token with
+  GET /v3/auth/tokens in a loop, for the same time;
+* wrk, when installed, with THREADS * PROCESSES connections (for reference:
+  what the mock serves to a C client).
+
+It prints each rate in validations per second and Rally's share of the
+plain loop's (target: at least 0.7).
+
+    python benchmarks/generator_ceiling.py [--seconds 15] [--processes 2] [--threads 4]
+        [--mock-workers 2]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import multiprocessing
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import _machine  # noqa: E402
+
+from rally_keystone_bench import results  # noqa: E402
+from rally_keystone_bench.capacity import probe_task_path  # noqa: E402
+from rally_keystone_bench.deploy.mock import MockKeystone  # noqa: E402
+from rally_keystone_bench.rallyenv import RallyHome, keystone_spec  # noqa: E402
+
+
+def admin_token(ks: MockKeystone) -> str:
+    import requests
+
+    c = ks.admin_credentials
+    auth = {
+        "identity": {
+            "methods": ["password"],
+            "password": {
+                "user": {
+                    "name": c["username"],
+                    "password": c["password"],
+                    "domain": {"name": c["user_domain_name"]},
+                }
+            },
+        },
+        "scope": {"project": {"name": c["project_name"], "domain": {"name": "Default"}}},
+    }
+    resp = requests.post(ks.auth_url + "/auth/tokens?nocatalog", json={"auth": auth}, timeout=30)
+    resp.raise_for_status()
+    return resp.headers["X-Subject-Token"]
+
+
+def rally_rate(
+    ks: MockKeystone, work: Path, seconds: float, processes: int, threads: int, loop_rate: float
+) -> dict:
+    """Successful KeystoneTokens.validate iterations per second under the rps runner."""
+    home = RallyHome(work / "rally")
+    home.create_env("mock", keystone_spec(ks.admin_credentials))
+    home.check_env("mock")
+    concurrency = processes * threads
+    # far above the ceiling, so the runner starts iterations as fast as it can;
+    # as many as the plain loop did in SECONDS, so the load lasts about that long
+    target = 5000
+    args = {
+        "scenario": "validate",
+        "rps": target,
+        "times": max(100, int(loop_rate * seconds)),
+        "warmup": 0,
+        "window": seconds,
+        "max_concurrency": concurrency,
+        "max_cpu_count": processes,
+        "min_iterations": 3,
+    }
+    task_file = probe_task_path()
+    proc = home.rally(
+        "task", "start", str(task_file), "--env", "mock", "--task-args", json.dumps(args),
+        "--abort-on-sla-failure", check=False, timeout=seconds * 20 + 300,
+    )  # fmt: skip
+    uuid = re.search(r"Task ([0-9a-f-]{36})", proc.stdout)
+    if not uuid:
+        sys.exit("rally task start failed:\n" + proc.stdout[-3000:] + proc.stderr[-2000:])
+    out = work / "ceiling.json"
+    home.rally("task", "report", uuid.group(1), "--json", "--out", str(out))
+    wl = results.load(out)[0]
+    ends = wl.iteration_started + wl.iteration_duration
+    span = float(ends.max() - wl.iteration_started.min())
+    return {
+        "rate": wl.successful_iterations / span,
+        "iterations": wl.iterations,
+        "failed": wl.failed_iterations,
+        "span": span,
+        "concurrency": concurrency,
+    }
+
+
+def _loop_process(url: str, token: str, threads: int, seconds: float, queue) -> None:
+    import threading
+
+    import requests
+
+    counts = [0] * threads
+    errors = [0] * threads
+    start_at = time.monotonic()
+    stop_at = start_at + seconds
+
+    def work(i: int) -> None:
+        session = requests.Session()
+        headers = {"X-Auth-Token": token, "X-Subject-Token": token}
+        while time.monotonic() < stop_at:
+            r = session.get(url, headers=headers)
+            if r.status_code == 200:
+                counts[i] += 1
+            else:
+                errors[i] += 1
+
+    pool = [threading.Thread(target=work, args=(i,)) for i in range(threads)]
+    for t in pool:
+        t.start()
+    for t in pool:
+        t.join()
+    queue.put((sum(counts), sum(errors), time.monotonic() - start_at))
+
+
+def loop_rate(ks: MockKeystone, seconds: float, processes: int, threads: int) -> dict:
+    """Validations per second of PROCESSES x THREADS kept-alive plain loops."""
+    token = admin_token(ks)
+    url = ks.auth_url + "/auth/tokens?nocatalog"
+    ctx = multiprocessing.get_context("spawn")
+    queue = ctx.Queue()
+    procs = [
+        ctx.Process(target=_loop_process, args=(url, token, threads, seconds, queue))
+        for _ in range(processes)
+    ]
+    for p in procs:
+        p.start()
+    got = [queue.get(timeout=seconds + 120) for _ in procs]
+    for p in procs:
+        p.join()
+    ok = sum(g[0] for g in got)
+    return {"rate": ok / max(g[2] for g in got), "errors": sum(g[1] for g in got)}
+
+
+def wrk_rate(ks: MockKeystone, seconds: float, connections: int, threads: int) -> float | None:
+    """wrk's requests per second against the same URL, or None without wrk."""
+    wrk = shutil.which("wrk")
+    if not wrk:
+        return None
+    token = admin_token(ks)
+    proc = subprocess.run(
+        [wrk, f"-t{threads}", f"-c{connections}", f"-d{int(seconds)}s",
+         "-H", f"X-Auth-Token: {token}", "-H", f"X-Subject-Token: {token}",
+         ks.auth_url + "/auth/tokens?nocatalog"],
+        capture_output=True, text=True, timeout=seconds + 60,
+    )  # fmt: skip
+    m = re.search(r"Requests/sec:\s+([\d.]+)", proc.stdout)
+    bad = re.search(r"Non-2xx or 3xx responses: (\d+)", proc.stdout)
+    if not m or bad:
+        print(f"wrk: no usable rate ({proc.stdout.strip().splitlines()[-1:]})")
+        return None
+    return float(m.group(1))
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--seconds", type=float, default=15.0)
+    ap.add_argument("--processes", type=int, default=os.cpu_count() or 2)
+    ap.add_argument("--threads", type=int, default=4, help="per process")
+    ap.add_argument("--mock-workers", type=int, default=2)
+    a = ap.parse_args()
+    print(f"machine: {_machine.describe()}")
+    print(
+        f"mock: {a.mock_workers} worker(s), no service time; generators: {a.processes} "
+        f"processes x {a.threads} threads, {a.seconds:g} s each"
+    )
+    with tempfile.TemporaryDirectory(prefix="ks-ceiling-") as tmp:
+        work = Path(tmp)
+        with MockKeystone(workers=a.mock_workers, run_dir=work / "mock") as ks:
+            plain = loop_rate(ks, a.seconds, a.processes, a.threads)
+            print(f"plain Python keep-alive loop: {plain['rate']:.0f} validations/s", end="")
+            print(f" ({plain['errors']} errors)" if plain["errors"] else "")
+            t0 = time.monotonic()
+            rally = rally_rate(ks, work, a.seconds, a.processes, a.threads, plain["rate"])
+            print(
+                f"Rally rps runner, KeystoneTokens.validate: {rally['rate']:.0f} iterations/s "
+                f"({rally['iterations']} iterations, {rally['failed']} failed, "
+                f"{rally['span']:.1f} s of load; {time.monotonic() - t0:.0f} s with Rally's "
+                "start-up and report)"
+            )
+            ratio = rally["rate"] / plain["rate"] if plain["rate"] else float("nan")
+            verdict = "meets" if ratio >= 0.7 else "below"
+            print(f"ratio Rally / plain loop: {ratio:.2f} ({verdict} the 0.7 target)")
+            w = wrk_rate(ks, a.seconds, a.processes * a.threads, a.processes)
+            if w is None:
+                print("wrk: not installed (apt-get install wrk), skipped")
+            else:
+                print(f"wrk ({a.processes} threads, {a.processes * a.threads} connections): "
+                      f"{w:.0f} requests/s, for reference")  # fmt: skip
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,57 @@
+"""keystone-bench capacity against the mock of known capacity, through the real rally CLI.
+
+One worker with 20 ms of service time serves 50 token requests a second.
+Probes are short (3 s of warm-up, 8 s of window), so the search finishes in
+a few minutes; the tolerance is wider than the 10 % of the full-length run.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.functional
+
+BENCH = str(Path(sys.executable).parent / "keystone-bench")
+
+
+def capacity(tmp_path: Path, *args: str) -> tuple[subprocess.CompletedProcess, dict | None]:
+    cmd = [BENCH, "capacity", "--scenario", "validate", "--target", "mock"]
+    cmd += ["--mock-workers", "1", "--mock-service-time", "20", "--warmup", "3", "--window", "8"]
+    cmd += [*args, "--reports-dir", str(tmp_path / "reports")]
+    proc = subprocess.run(cmd, cwd=tmp_path, capture_output=True, text=True, timeout=900)
+    found = list((tmp_path / "reports").glob("*/capacity.json"))
+    return proc, json.loads(found[0].read_text()) if found else None
+
+
+def test_the_search_finds_the_mock_capacity(tmp_path):
+    proc, summary = capacity(tmp_path, "--low", "36", "--high", "64", "--precision", "4")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert summary is not None
+    n = summary["result"]["n_rps"]
+    assert summary["result"]["status"] == "found"
+    assert 40 <= n <= 54, proc.stdout
+    assert f"N = {n:g} rps" in proc.stdout
+    probes = summary["probes"]
+    assert [p["role"] for p in probes[-2:]] == ["confirm N", "confirm N+1"]
+    assert not any(p["passed"] for p in probes if p["rps"] >= 56)  # 12 % past capacity
+    assert all(p["sent_rate"] >= 0.95 * p["rps"] for p in probes if p["passed"])
+    html = next((tmp_path / "reports").glob("*/capacity.html")).read_text()
+    assert html.count("<svg") == 2 and f"N = {n:g} rps" in html
+    # progress on the terminal: probe k of about M, the rate and the verdict so far
+    assert "probe 1 of about " in proc.stderr
+    assert "rps so far" in proc.stderr
+
+
+def test_a_low_that_already_degrades_exits_1(tmp_path):
+    proc, summary = capacity(tmp_path, "--low", "70", "--high", "80", "--precision", "10")
+    assert proc.returncode == 1, proc.stderr[-3000:]
+    assert summary["result"]["status"] == "low degrades"
+    assert summary["result"]["n_rps"] is None
+    assert [p["rps"] for p in summary["probes"]] == [70]
+    assert summary["probes"][0]["verdict"].startswith("degraded")
+    assert "even --low 70 rps is degraded" in proc.stdout
