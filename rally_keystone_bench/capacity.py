@@ -41,6 +41,7 @@ import dataclasses
 import datetime
 import json
 import math
+import os
 import platform
 import re
 import signal
@@ -193,6 +194,7 @@ class Probe:
     p99: float | None = None
     elapsed: float = 0.0
     slots_full: bool = False  # every slot was seen in flight while the probe ran
+    stopped_for: str | None = None  # why the probe was stopped early
     task_uuid: str | None = None
     report: str | None = None
 
@@ -274,10 +276,16 @@ def judge(probe: Probe, wl: Workload, settings: Settings) -> Probe:
             what = f": {top.type}" + (f" (HTTP {top.status})" if top.status else "")
         probe.verdict = ERRORS
         probe.reason = f"{probe.failed} of {probe.iterations} iterations failed{what}"
-    elif probe.slots_full or probe.peak_concurrency >= probe.max_concurrency > 0:
+    elif (
+        probe.slots_full
+        or probe.peak_concurrency >= probe.max_concurrency > 0
+        or float(wl.iteration_duration.max()) * probe.rps >= probe.max_concurrency > 0
+    ):
         probe.verdict = SATURATED
         probe.reason = (
-            f"all {probe.max_concurrency} iteration slots in flight: answers too slow for the rate"
+            f"answers too slow for the rate: {probe.max_concurrency} iteration slots "
+            f"hold {probe.max_concurrency / probe.rps:.1f} s of answers, the slowest took "
+            f"{float(wl.iteration_duration.max()):.1f} s"
         )
     elif sent < GENERATOR_SHARE * probe.rps or not_enough:
         probe.verdict = GENERATOR
@@ -507,15 +515,17 @@ def _start_probe_task(
     log_path: Path,
     abort: bool,
     tick: Callable[[int, int, int], None],
-    max_in_flight: int | None = None,
-) -> tuple[int, str | None, bool]:
+) -> tuple[int, str | None, str | None]:
     """``rally task start``, its output to LOG_PATH; TICK(started, done, failed) each line.
 
-    Returns Rally's exit code, the task uuid and whether MAX_IN_FLIGHT
-    iterations were ever in flight at once. With ABORT, the task is then
-    interrupted as Ctrl-C would (Rally aborts it and runs its cleanup): past
-    that point the runner waits for Keystone and the latency stops growing,
-    so the slope SLA alone would let an overloaded probe run to its end.
+    Returns Rally's exit code, the task uuid, and why the probe was stopped
+    early (None if it was not). With ABORT the probe is interrupted as Ctrl-C
+    would (Rally aborts the task and runs its cleanup) at the first failed
+    iteration, when every iteration slot is in flight, or when the starts
+    fall behind the target rate (below 80 % of it, 5 s after the first):
+    Rally's own SLA abort sees results late on a busy machine, and once the
+    runner waits for slots the latency stops growing, so an overloaded probe
+    would otherwise run several times its length.
     """
     from rally_keystone_bench.rallyenv import rally_executable
 
@@ -523,10 +533,13 @@ def _start_probe_task(
     cmd += [str(task_file), "--env", env, "--task-args", json.dumps(task_args)]
     if abort:
         cmd.append("--abort-on-sla-failure")
-    uuid = None
+    rps, slots = float(task_args["rps"]), int(task_args["max_concurrency"])
+    planned_s = float(task_args["warmup"]) + float(task_args["window"])
+    uuid = stopped = None
     started = done = failed = 0
-    full = False
+    first: float | None = None
     with open(log_path, "w") as log:
+        # its own process group: the runner's worker processes go with it at the end
         proc = subprocess.Popen(
             cmd,
             env=home.environ(),
@@ -534,7 +547,16 @@ def _start_probe_task(
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,
             text=True,
+            start_new_session=True,
         )
+
+        def stop(why: str) -> None:
+            nonlocal stopped
+            if stopped is None and abort:
+                stopped = why
+                log.write(f"keystone-bench: stopping the probe: {why}\n")
+                proc.send_signal(signal.SIGINT)
+
         try:
             assert proc.stdout is not None
             for line in proc.stdout:
@@ -547,17 +569,26 @@ def _start_probe_task(
                 if m:
                     if m.group(1) == "START":
                         started += 1
+                        if first is None:
+                            first = time.monotonic()
                     else:
                         done += 1
                         failed += m.group(2) != "OK"
-                    if max_in_flight and not full and started - done >= max_in_flight:
-                        full = True
-                        if abort:
-                            proc.send_signal(signal.SIGINT)
+                    if failed:
+                        stop("an iteration failed")
+                    elif started - done >= slots:
+                        stop("every iteration slot in flight")
+                    elif first is not None:
+                        since = time.monotonic() - first
+                        if since > 5 and started < 0.8 * rps * since:
+                            stop(f"{started} started in {since:.0f} s, behind {_fmt(rps)} rps")
+                        elif since > 2 * planned_s + 30:
+                            stop("running past twice its length")
                 tick(started, done, failed)
             rc = proc.wait()
         except KeyboardInterrupt:
-            # Rally got the same SIGINT: let it abort the task and run its cleanup.
+            # let Rally abort the task and run its cleanup
+            proc.send_signal(signal.SIGINT)
             with contextlib.suppress(subprocess.TimeoutExpired):
                 proc.wait(timeout=600)
             raise
@@ -565,7 +596,9 @@ def _start_probe_task(
             if proc.poll() is None:
                 proc.kill()
                 proc.wait()
-    return rc, uuid, full
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(proc.pid, signal.SIGKILL)  # worker processes left behind
+    return rc, uuid, stopped
 
 
 class RallyProber:
@@ -622,7 +655,7 @@ class RallyProber:
                     f"{done} done, {failed} failed"
                 )
 
-        rc, uuid, probe.slots_full = _start_probe_task(
+        rc, uuid, probe.stopped_for = _start_probe_task(
             self.home,
             self.env,
             self.task_file,
@@ -630,8 +663,8 @@ class RallyProber:
             log_path,
             s.abort_on_sla_failure,
             tick,
-            probe.max_concurrency,
         )
+        probe.slots_full = probe.stopped_for == "every iteration slot in flight"
         probe.task_uuid = uuid
         json_path = self.out_dir / f"{stem}.json"
         if uuid is not None:
@@ -656,9 +689,10 @@ class RallyProber:
             self.lo = rps if self.lo is None else max(self.lo, rps)
         else:
             self.hi = rps if self.hi is None else min(self.hi, rps)
+        why = f"; stopped: {probe.stopped_for}" if probe.stopped_for else ""
         self.say(
             f"probe {k}: {_fmt(rps)} rps -> {probe.verdict} ({probe.reason}) in "
-            f"{probe.elapsed:.0f} s{'; stopped early' if probe.stopped_early else ''}; "
+            f"{probe.elapsed:.0f} s{why}; "
             f"{self.verdict_so_far()}"
         )
         return probe
@@ -671,8 +705,6 @@ def _elapsed(seconds: float) -> str:
 
 # -- reports -------------------------------------------------------------------
 def machine() -> dict[str, Any]:
-    import os
-
     model = ""
     with contextlib.suppress(OSError):
         for line in Path("/proc/cpuinfo").read_text().splitlines():
