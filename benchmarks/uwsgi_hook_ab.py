@@ -1,0 +1,101 @@
+"""Does the uWSGI hook (sized 500s, SQLite BEGIN IMMEDIATE) slow Keystone down?
+
+Starts two local Keystones side by side, one with the hook and one without
+(the config before it), and issues password tokens at concurrency 4 in
+alternating rounds, so both see the same machine load. Prints the mean and
+median client-side latency of each and the machine.
+
+    python benchmarks/uwsgi_hook_ab.py [ROUNDS] [PER_ROUND]
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+from concurrent.futures import ThreadPoolExecutor
+
+from rally_keystone_bench.deploy import keystone as K
+
+
+class WithoutHook(K.LocalKeystone):
+    def _uwsgi_ini(self) -> str:
+        lines = super()._uwsgi_ini().splitlines()
+        return "\n".join(x for x in lines if not x.startswith(("pythonpath =", "import =")))
+
+
+def _token(ks: K.LocalKeystone, password: str) -> float:
+    body = {
+        "auth": {
+            "identity": {
+                "methods": ["password"],
+                "password": {
+                    "user": {"name": "admin", "domain": {"name": "Default"}, "password": password}
+                },
+            },
+            "scope": {"project": {"name": "admin", "domain": {"name": "Default"}}},
+        }
+    }
+    req = urllib.request.Request(
+        ks.auth_url + "/auth/tokens?nocatalog",
+        data=json.dumps(body).encode(),
+        headers={"Content-Type": "application/json"},
+    )
+    started = time.perf_counter()
+    with urllib.request.urlopen(req, timeout=60) as resp:
+        resp.read()
+        assert resp.status == 201
+    return time.perf_counter() - started
+
+
+def _cpu_model() -> str:
+    try:
+        for line in open("/proc/cpuinfo"):
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or "unknown"
+
+
+def main() -> int:
+    rounds = int(sys.argv[1]) if len(sys.argv) > 1 else 4
+    per_round = int(sys.argv[2]) if len(sys.argv) > 2 else 12
+    base = tempfile.mkdtemp(prefix="uwsgi-hook-ab-")
+    servers = {
+        "hook": K.LocalKeystone(K.Deployment(), f"{base}/hook"),
+        "no-hook": WithoutHook(K.Deployment(), f"{base}/no-hook"),
+    }
+    times: dict[str, list[float]] = {name: [] for name in servers}
+    try:
+        for ks in servers.values():
+            ks.start()
+        with ThreadPoolExecutor(4) as pool:
+            for _ in range(rounds):
+                for name, ks in servers.items():
+                    pw = ks.admin_password
+                    times[name] += pool.map(lambda _i, k=ks, p=pw: _token(k, p), range(per_round))
+    finally:
+        for ks in servers.values():
+            ks.stop()
+        shutil.rmtree(base, ignore_errors=True)
+    uname = subprocess.run(["uname", "-m"], capture_output=True, text=True).stdout.strip()
+    print(f"machine: {uname}, {os.cpu_count()} cores, {_cpu_model()}")
+    print(f"load average now: {os.getloadavg()[0]:.1f}")
+    for name, values in times.items():
+        print(
+            f"{name:8s} tokens={len(values)} mean={statistics.mean(values) * 1000:.0f} ms "
+            f"median={statistics.median(values) * 1000:.0f} ms max={max(values) * 1000:.0f} ms"
+        )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,122 @@
+"""uWSGI in front of Keystone: every request gets an answer with a size.
+
+An exception escaping Keystone's WSGI stack used to reach uWSGI, which closes
+the worker connection without a response; the HTTP router in keep-alive mode
+then left the client waiting 60 s (http-timeout) before "Remote end closed
+connection without response". The generated hook module turns it into a 500.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import sqlite3
+import sys
+import types
+
+import pytest
+
+from rally_keystone_bench.deploy import keystone as K
+
+
+def _load_hook(tmp_path, monkeypatch, app):
+    """Import the generated hook module against a fake keystone.wsgi.api serving APP."""
+    api = types.ModuleType("keystone.wsgi.api")
+    api.application = app
+    package, wsgi = types.ModuleType("keystone"), types.ModuleType("keystone.wsgi")
+    package.wsgi, wsgi.api = wsgi, api
+    monkeypatch.setitem(sys.modules, "keystone", package)
+    monkeypatch.setitem(sys.modules, "keystone.wsgi", wsgi)
+    monkeypatch.setitem(sys.modules, "keystone.wsgi.api", api)
+    hooked = []
+    monkeypatch.setattr(sys, "excepthook", lambda *exc: hooked.append(exc[0]))
+    path = tmp_path / f"{K.UWSGI_HOOK_MODULE}.py"
+    path.write_text(K._UWSGI_HOOK)
+    spec = importlib.util.spec_from_file_location(K.UWSGI_HOOK_MODULE, path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    from sqlalchemy import event
+    from sqlalchemy.engine import Engine
+
+    def undo() -> None:
+        event.remove(Engine, "before_cursor_execute", module._begin_immediate)
+
+    return module, api, hooked, undo
+
+
+@pytest.fixture
+def hook(tmp_path, monkeypatch):
+    apps = {}
+
+    def keystone_app(environ, start_response):
+        return apps["current"](environ, start_response)
+
+    module, api, hooked, undo = _load_hook(tmp_path, monkeypatch, keystone_app)
+    yield module, api, hooked, apps
+    undo()
+
+
+def _call(app):
+    seen = {}
+
+    def start_response(status, headers, exc_info=None):
+        seen["status"], seen["headers"] = status, dict(headers)
+
+    body = b"".join(app({"REQUEST_METHOD": "DELETE", "PATH_INFO": "/v3/users/x"}, start_response))
+    return seen["status"], seen["headers"], body
+
+
+def test_ini_imports_the_hook_before_serving_keystone_through_the_router(tmp_path):
+    ks = K.LocalKeystone(K.Deployment(port=45679), tmp_path)
+    ini = ks._uwsgi_ini().splitlines()
+    assert "http = 127.0.0.1:45679" in ini
+    assert f"pythonpath = {ks.run_dir}" in ini
+    assert ini.index(f"import = {K.UWSGI_HOOK_MODULE}") < ini.index(
+        "module = keystone.wsgi.api:application"
+    )
+
+
+def test_an_escaping_exception_becomes_a_sized_500_without_its_text(hook):
+    module, api, hooked, apps = hook
+
+    def broken(environ, start_response):
+        raise RuntimeError("database is locked [parameters: ('secret-ish',)]")
+
+    apps["current"] = broken
+    assert api.application is module.application
+    status, headers, body = _call(api.application)
+    assert status.startswith("500")
+    assert headers["Content-Length"] == str(len(body))
+    assert json.loads(body)["error"]["code"] == 500
+    assert b"secret-ish" not in body and b"locked" not in body
+    assert hooked == [RuntimeError]
+
+
+def test_answers_keystone_gave_pass_through_unchanged(hook):
+    module, api, hooked, apps = hook
+
+    def fine(environ, start_response):
+        start_response("204 No Content", [("Vary", "X-Auth-Token")])
+        return [b""]
+
+    apps["current"] = fine
+    assert _call(api.application) == ("204 No Content", {"Vary": "X-Auth-Token"}, b"")
+    assert hooked == []
+
+
+def test_sqlite_transactions_take_the_write_lock_at_begin(hook, tmp_path):
+    from sqlalchemy import create_engine, text
+
+    db = tmp_path / "k.db"
+    sqlite3.connect(db).close()
+    engine = create_engine(f"sqlite:///{db}")
+    with engine.connect() as conn:
+        conn.exec_driver_sql("SELECT 1")  # opens the pysqlite connection
+        conn.connection.dbapi_connection.isolation_level = None  # as oslo.db does
+        conn.execute(text("BEGIN"))  # oslo.db's deferred BEGIN, rewritten
+        other = sqlite3.connect(db, timeout=0, isolation_level=None)
+        with pytest.raises(sqlite3.OperationalError, match="locked"):
+            other.execute("BEGIN IMMEDIATE")
+        other.close()
+        conn.execute(text("ROLLBACK"))
+    engine.dispose()
