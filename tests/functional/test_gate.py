@@ -46,6 +46,8 @@ def test_more_hash_rounds_on_the_candidate_exits_1_naming_issue_token(tmp_path):
     proc = gate(tmp_path, 4, 12)
     assert proc.returncode == 1, proc.stdout[-3000:] + proc.stderr[-2000:]
     assert proc.stdout.startswith("REGRESSION")
-    assert "keystone.issue_token" in proc.stdout.splitlines()[0]
+    # The verdict line, then one line per action; a regression is marked "!".
+    flagged = [ln.split()[0] for ln in proc.stdout.splitlines() if ln.startswith(" !")]
+    assert "!keystone.issue_token" in flagged
     junit = (_reports(tmp_path) / "gate-junit.xml").read_text()
     assert 'failures="0"' not in junit
