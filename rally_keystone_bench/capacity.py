@@ -47,6 +47,7 @@ import re
 import signal
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
@@ -519,10 +520,10 @@ def _start_probe_task(
     """``rally task start``, its output to LOG_PATH; TICK(started, done, failed) each line.
 
     Returns Rally's exit code, the task uuid, and why the probe was stopped
-    early (None if it was not). With ABORT the probe is interrupted as Ctrl-C
-    would (Rally aborts the task and runs its cleanup) at the first failed
+    early (None if it was not). With ABORT the probe is aborted with
+    ``rally task abort`` (Rally stops the runner, then cleans up) at the first failed
     iteration, when every iteration slot is in flight, or when the starts
-    fall behind the target rate (below 80 % of it, 5 s after the first):
+    fall behind the target rate (below 80 % of it after the warm-up, 5 s at least):
     Rally's own SLA abort sees results late on a busy machine, and once the
     runner waits for slots the latency stops growing, so an overloaded probe
     would otherwise run several times its length.
@@ -534,6 +535,7 @@ def _start_probe_task(
     if abort:
         cmd.append("--abort-on-sla-failure")
     rps, slots = float(task_args["rps"]), int(task_args["max_concurrency"])
+    warmup = max(5.0, float(task_args["warmup"]))
     planned_s = float(task_args["warmup"]) + float(task_args["window"])
     uuid = stopped = None
     started = done = failed = 0
@@ -551,11 +553,15 @@ def _start_probe_task(
         )
 
         def stop(why: str) -> None:
+            # ``rally task abort`` as a user would: Rally stops its runner, then
+            # cleans up (a SIGINT to rally cleans up while the runner still runs)
             nonlocal stopped
-            if stopped is None and abort:
+            if stopped is None and abort and uuid is not None:
                 stopped = why
                 log.write(f"keystone-bench: stopping the probe: {why}\n")
-                proc.send_signal(signal.SIGINT)
+                threading.Thread(
+                    target=home.rally, args=("task", "abort", uuid), kwargs={"check": False}
+                ).start()
 
         try:
             assert proc.stdout is not None
@@ -580,7 +586,7 @@ def _start_probe_task(
                         stop("every iteration slot in flight")
                     elif first is not None:
                         since = time.monotonic() - first
-                        if since > 5 and started < 0.8 * rps * since:
+                        if since > warmup and started < 0.8 * rps * since:
                             stop(f"{started} started in {since:.0f} s, behind {_fmt(rps)} rps")
                         elif since > 2 * planned_s + 30:
                             stop("running past twice its length")
