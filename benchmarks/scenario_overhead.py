@@ -92,9 +92,12 @@ def summarise(workload: dict, action: str, requests: list[tuple]) -> dict:
     per = attribute(iterations, requests)
     timed, server_token, server_all, overhead = [], [], [], []
     kinds: Counter = Counter()
+    timed_requests = 0
     for it, sent in zip(iterations, per, strict=True):
-        duration = sum(
-            a["finished_at"] - a["started_at"] for a in it["atomic_actions"] if a["name"] == action
+        actions = [a for a in it["atomic_actions"] if a["name"] == action]
+        duration = sum(a["finished_at"] - a["started_at"] for a in actions)
+        timed_requests += sum(
+            1 for r in sent for a in actions if a["started_at"] - 0.001 <= r[0] <= a["finished_at"]
         )
         token = sum(r[3] for r in sent if r[2].startswith("/v3/auth/tokens")) / 1e6
         everything = sum(r[3] for r in sent) / 1e6
@@ -108,6 +111,7 @@ def summarise(workload: dict, action: str, requests: list[tuple]) -> dict:
         "iterations": count,
         "failed": failed,
         "requests_per_iteration": sum(kinds.values()) / count,
+        "timed_requests_per_iteration": timed_requests / count,
         "requests": {k: v / count for k, v in sorted(kinds.items())},
         "median_timed_ms": statistics.median(timed) * 1000,
         "median_server_token_ms": statistics.median(server_token) * 1000,
@@ -161,7 +165,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"runner: constant, times {args.times}, concurrency {args.concurrency}")
     print()
     header = (
-        f"{'scenario':30} {'atomic action':22} {'req/iter':>8} {'timed p50':>10} "
+        f"{'scenario':30} {'atomic action':22} {'req/iter':>8} {'in timer':>8} {'timed p50':>10} "
         f"{'server p50':>11} {'overhead p50':>13}"
     )
     print(header)
@@ -172,6 +176,7 @@ def main(argv: list[str] | None = None) -> int:
         results[name] = r
         print(
             f"{name:30} {action:22} {r['requests_per_iteration']:8.2f} "
+            f"{r['timed_requests_per_iteration']:8.2f} "
             f"{r['median_timed_ms']:8.1f}ms {r['median_server_all_ms']:9.1f}ms "
             f"{r['median_overhead_ms']:11.2f}ms"
         )
@@ -187,9 +192,15 @@ def main(argv: list[str] | None = None) -> int:
         )
     ours = results["KeystoneTokens.authenticate"]
     print()
+    inside = ours["timed_requests_per_iteration"]
     print(
-        f"target 1 request per issued token: {ours['requests_per_iteration']:.2f} "
-        f"({'met' if ours['requests_per_iteration'] == 1 else 'NOT met'})"
+        f"target 1 request per issued token (inside the timer): {inside:.2f} "
+        f"({'met' if inside == 1 else 'NOT met'}); Rally's Authenticate.keystone: "
+        f"{results['Authenticate.keystone']['timed_requests_per_iteration']:.2f}"
+    )
+    print(
+        "(req/iter also counts what an iteration sends outside its timer: each runner "
+        "thread's one GET /v3 that opens its kept-alive connection)"
     )
     print(
         f"target median client overhead within 2 ms: {ours['median_overhead_ms']:.2f} ms "
