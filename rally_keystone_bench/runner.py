@@ -284,7 +284,8 @@ def main(args: argparse.Namespace) -> int:
         deployment = deployment_from_args(args)
         deployment.validate()
     stamp = utc_stamp()
-    out_dir = Path(args.reports_dir) / stamp
+    # Absolute: the rally CLI runs with its home as working directory.
+    out_dir = (Path(args.reports_dir) / stamp).resolve()
     run_dir = Path(RUNS_DIR) / stamp
     out_dir.mkdir(parents=True, exist_ok=True)
     run_dir.mkdir(parents=True, exist_ok=True)

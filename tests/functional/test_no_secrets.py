@@ -14,7 +14,7 @@ import re
 import secrets
 
 import pytest
-from test_scenarios import _create_user, _task, _workload, run_task, start_keystone, workloads
+from test_scenarios_live import _create_user, _task, _workload, run_task, start_keystone, workloads
 
 from rally_keystone_bench.rallyenv import RallyHome, keystone_spec
 from rally_keystone_bench.tokens import TokenClient, UserAuth

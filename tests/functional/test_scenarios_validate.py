@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from test_scenarios import TASKS, start_keystone
+from test_scenarios_live import TASKS, start_keystone
 
 from rally_keystone_bench.rallyenv import RallyHome, keystone_spec
 
