@@ -12,7 +12,7 @@ import json
 import pytest
 from _bench_helpers import bench, live_pids, states, tiny_task
 
-pytestmark = pytest.mark.functional
+pytestmark = [pytest.mark.functional, pytest.mark.slow]
 
 
 def gate(tmp_path, baseline_rounds: int, candidate_rounds: int):

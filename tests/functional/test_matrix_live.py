@@ -7,7 +7,7 @@ import json
 import pytest
 from _bench_helpers import bench, live_pids, states, tiny_task
 
-pytestmark = pytest.mark.functional
+pytestmark = [pytest.mark.functional, pytest.mark.slow]
 
 
 def test_matrix_runs_each_deployment_and_writes_one_table(tmp_path):
