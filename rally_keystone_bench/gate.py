@@ -184,14 +184,7 @@ def main(args: argparse.Namespace) -> int:
                 runner.progress(f"round {r} of {args.rounds}: {side}")
                 home, env = envs[side]
                 dest = out_dir / f"round{r}-{side}"
-                dest.mkdir(parents=True, exist_ok=True)
-                outcome = runner.TaskOutcome(task, None, -1)
-                try:
-                    outcome.rally_exit, outcome.uuid = runner.start_task(
-                        home, env, task, task_args, dest / f"{task.stem}.rally.log"
-                    )
-                finally:
-                    runner.write_reports(home, outcome, dest)
+                outcome = runner.run_task(home, env, task, task_args, dest)
                 if not outcome.workloads:
                     raise BenchError(
                         f"{side}, round {r}: rally task start exited {outcome.rally_exit} "

@@ -228,15 +228,8 @@ def main(args: argparse.Namespace) -> int:
                 run_dir = run_root / sub
                 run_dir.mkdir(parents=True, exist_ok=True)
                 with runner.prepared_env(run_dir, deployment=dep) as (home, env):
-                    outcome = runner.TaskOutcome(task, None, -1)
                     dest = out_dir / sub
-                    dest.mkdir(parents=True, exist_ok=True)
-                    try:
-                        outcome.rally_exit, outcome.uuid = runner.start_task(
-                            home, env, task, task_args, dest / f"{task.stem}.rally.log"
-                        )
-                    finally:
-                        runner.write_reports(home, outcome, dest)
+                    outcome = runner.run_task(home, env, task, task_args, dest)
                 if not outcome.workloads:
                     raise BenchError(
                         f"deployment {name}: rally task start exited {outcome.rally_exit} "

@@ -236,6 +236,21 @@ def write_reports(home: Any, outcome: TaskOutcome, out_dir: Path) -> None:
             outcome.summary = write_summary(outcome.workloads, out_dir / f"{stem}-summary", stem)
 
 
+def run_task(
+    home: Any, env: str, task_file: Path, task_args: dict[str, Any], out_dir: Path
+) -> TaskOutcome:
+    """Start TASK_FILE and write its reports into OUT_DIR, even when it fails half-way."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    outcome = TaskOutcome(task_file, None, -1)
+    try:
+        outcome.rally_exit, outcome.uuid = start_task(
+            home, env, task_file, task_args, out_dir / f"{task_file.stem}.rally.log"
+        )
+    finally:
+        write_reports(home, outcome, out_dir)
+    return outcome
+
+
 def format_table(workloads: Sequence[Any]) -> str:
     """A short table per workload and action: p50, p95, p99, max, ok it/s, success %."""
     from rally_keystone_bench import stats
@@ -313,14 +328,7 @@ def main(args: argparse.Namespace) -> int:
                 raise BenchError(f"task {task_file} is not valid: {last_line(proc)}")
         for n, task_file in enumerate(tasks, 1):
             progress(f"task {n} of {len(tasks)}: {task_file}")
-            outcome = TaskOutcome(task_file, None, -1)
-            outcomes.append(outcome)
-            try:
-                outcome.rally_exit, outcome.uuid = start_task(
-                    home, env, task_file, task_args, out_dir / f"{task_file.stem}.rally.log"
-                )
-            finally:
-                write_reports(home, outcome, out_dir)
+            outcomes.append(run_task(home, env, task_file, task_args, out_dir))
     return summarize_outcomes(outcomes, out_dir)
 
 

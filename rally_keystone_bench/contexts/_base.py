@@ -6,6 +6,7 @@ import copy
 import secrets
 from typing import Any
 
+from rally import exceptions
 from rally.common import logging
 from rally.task import context as rally_context
 from rally_openstack.common import credential as os_credential
@@ -150,6 +151,32 @@ class BenchContext(rally_context.Context):
         retries.setdefault(self.get_name(), {})[phase] = stats.total
         msg = f"{self.get_name()} {phase}: {stats.describe()}"
         (LOG.warning if stats.total else LOG.info)(msg)
+
+    def delete_created(self, kind: str) -> None:
+        """Delete the KIND ("projects" or "users") this context created; raise if any stay.
+
+        Cleanup waits longer than setup, so a restarting Keystone can come back.
+        """
+        if not (self.created or self.uncertain):
+            return
+        workers = self.config["resource_management_workers"]
+        stats = RetryStats()
+        admin = self.admin or self.make_admin(workers, stats)
+        admin.stats = stats
+        admin.policy.min_patience = 120.0
+        count = len(self.created)
+        left, errors = delete_resources(
+            admin, kind, self.created, self.uncertain, self.domain_id, workers
+        )
+        self.created, self.uncertain = left, []
+        self.report_retries("cleanup", stats)
+        name = self.get_name()
+        if errors:
+            names = ", ".join(f"{r['name']} ({r['id']})" for r in left)
+            raise exceptions.RallyException(
+                f"{name} cleanup: {describe_errors(errors)}; {kind} left behind: {names}"
+            )
+        LOG.info(f"{name}: deleted {count - len(left)} {kind}")
 
 
 def delete_resources(

@@ -145,23 +145,4 @@ class KeystoneTenants(_base.BenchContext):
                 LOG.info(f"keystone_tenants: keeping {len(self.created)} new projects for the tag")
             self.created, self.uncertain = [], []
             return
-        if not (self.created or self.uncertain):
-            return
-        workers = self.config["resource_management_workers"]
-        stats = RetryStats()
-        admin = self.admin or self.make_admin(workers, stats)
-        admin.stats = stats
-        admin.policy.min_patience = 120.0  # a restarting Keystone gets time to come back
-        count = len(self.created)
-        left, errors = _base.delete_resources(
-            admin, "projects", self.created, self.uncertain, self.domain_id, workers
-        )
-        self.created, self.uncertain = left, []
-        self.report_retries("cleanup", stats)
-        if errors:
-            names = ", ".join(f"{p['name']} ({p['id']})" for p in left)
-            raise exceptions.RallyException(
-                f"keystone_tenants cleanup: {_base.describe_errors(errors)}; "
-                f"projects left behind: {names}"
-            )
-        LOG.info(f"keystone_tenants: deleted {count - len(left)} projects")
+        self.delete_created("projects")

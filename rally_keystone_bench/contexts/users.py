@@ -398,26 +398,7 @@ class KeystoneUsers(_base.BenchContext):
                 LOG.info(f"keystone_users: keeping {len(self.created)} new users for the tag")
             self.created, self.uncertain = [], []
             return
-        if not (self.created or self.uncertain):
-            return
-        workers = self.config["resource_management_workers"]
-        stats = RetryStats()
-        admin = self.admin or self.make_admin(workers, stats)
-        admin.stats = stats
-        admin.policy.min_patience = 120.0  # a restarting Keystone gets time to come back
-        count = len(self.created)
-        left, errors = _base.delete_resources(
-            admin, "users", self.created, self.uncertain, self.domain_id, workers
-        )
-        self.created, self.uncertain = left, []
-        self.report_retries("cleanup", stats)
-        if errors:
-            names = ", ".join(f"{u['name']} ({u['id']})" for u in left)
-            raise exceptions.RallyException(
-                f"keystone_users cleanup: {_base.describe_errors(errors)}; "
-                f"users left behind: {names}"
-            )
-        LOG.info(f"keystone_users: deleted {count - len(left)} users")
+        self.delete_created("users")
 
 
 def _whoami(cred: Any) -> tuple[str, str]:
