@@ -30,9 +30,9 @@ def _load_hook(tmp_path, monkeypatch, app):
     monkeypatch.setitem(sys.modules, "keystone.wsgi.api", api)
     hooked = []
     monkeypatch.setattr(sys, "excepthook", lambda *exc: hooked.append(exc[0]))
-    path = tmp_path / f"{K.UWSGI_HOOK_MODULE}.py"
-    path.write_text(K._UWSGI_HOOK)
-    spec = importlib.util.spec_from_file_location(K.UWSGI_HOOK_MODULE, path)
+    path = tmp_path / f"{K.WSGI_HOOK_MODULE}.py"
+    path.write_text(K._WSGI_HOOK)
+    spec = importlib.util.spec_from_file_location(K.WSGI_HOOK_MODULE, path)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     from sqlalchemy import event
@@ -71,7 +71,7 @@ def test_ini_imports_the_hook_before_serving_keystone_through_the_router(tmp_pat
     ini = ks._uwsgi_ini().splitlines()
     assert "http = 127.0.0.1:45679" in ini
     assert f"pythonpath = {ks.run_dir}" in ini
-    assert ini.index(f"import = {K.UWSGI_HOOK_MODULE}") < ini.index(
+    assert ini.index(f"import = {K.WSGI_HOOK_MODULE}") < ini.index(
         "module = keystone.wsgi.api:application"
     )
 
