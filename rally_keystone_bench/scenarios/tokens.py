@@ -1,13 +1,17 @@
 """KeystoneTokens.* scenarios: each atomic action times one token request.
 
 Sessions, admin authentication, the tokens to validate and the connections
-themselves are all prepared before a timer starts. Clients live per process
-and per runner thread, across iterations, so connections stay alive as they
-do in a real service.
+themselves are all prepared before a timer starts. Clients live per process,
+across iterations, so connections stay alive as they do in a real service:
+an iteration leases one idle client (or makes one when all are busy) and
+gives it back when it ends. Rally's rps runner starts a thread per iteration;
+the lease keeps it from paying a new client, connection and admin token each
+time (the pool grows to the process's concurrency, no further).
 """
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import os
 import threading
@@ -39,6 +43,7 @@ MIN_TTL = 600.0
 POOL_SIZE = 64
 
 _CLIENTS: dict[tuple, TokenClient] = {}
+_IDLE: dict[tuple, list[TokenClient]] = {}
 _SOURCE_TOKENS: dict[tuple, Token] = {}
 _APP_CREDENTIALS: dict[tuple, UserAuth] = {}
 _LOCK = threading.Lock()
@@ -83,6 +88,43 @@ def shared_client(
             )
             _CLIENTS[key] = client
     return client
+
+
+def lease_client(
+    credential: Any, *, fresh_connection: bool = False, purpose: str = "issue"
+) -> TokenClient:
+    """An idle TokenClient of this process for a credential, or a new one.
+
+    The caller has it to itself until ``give_back``: it may hold an
+    X-Auth-Token, and a fresh-connection client closes its connections.
+    """
+    key = _lease_key(credential, fresh_connection, purpose)
+    with _LOCK:
+        idle = _IDLE.setdefault(key, [])
+        if idle:
+            return idle.pop()  # the last given back: its connection is the warmest
+    return TokenClient(
+        credential["auth_url"],
+        verify=_verify(credential),
+        fresh_connection=fresh_connection,
+        pool_size=1,
+    )
+
+
+def give_back(credential: Any, client: TokenClient, *, purpose: str = "issue") -> None:
+    key = _lease_key(credential, client.fresh_connection, purpose)
+    with _LOCK:
+        _IDLE.setdefault(key, []).append(client)
+
+
+def _lease_key(credential: Any, fresh_connection: bool, purpose: str) -> tuple:
+    return (
+        os.getpid(),
+        credential["auth_url"],
+        str(_verify(credential)),
+        fresh_connection,
+        purpose,
+    )
 
 
 def open_connections(client: TokenClient, count: int) -> None:
@@ -136,7 +178,32 @@ class _RecordedAction:
 
 
 class _TokenScenario(scenario.OpenStackScenario):
-    """What the KeystoneTokens scenarios share: users, clients, timers."""
+    """What the KeystoneTokens scenarios share: users, clients, timers.
+
+    ``run`` wraps its body in ``with self._leases():``; the clients that
+    ``_issuer`` and ``_validator`` lease go back to the process's pool when
+    the iteration ends, failed or not.
+    """
+
+    @contextlib.contextmanager
+    def _leases(self) -> Any:
+        self._leased: dict[tuple, tuple[Any, TokenClient]] = {}
+        try:
+            yield
+        finally:
+            for (purpose, _), (credential, client) in self._leased.items():
+                give_back(credential, client, purpose=purpose)
+            self._leased = {}
+
+    def _lease(self, credential: Any, purpose: str, fresh_connection: bool) -> TokenClient:
+        leased = getattr(self, "_leased", None)
+        if leased is None:  # called outside _leases(): keep the client, as before
+            return shared_client(credential, fresh_connection=fresh_connection, purpose=purpose)
+        key = (purpose, fresh_connection)
+        if key not in leased:
+            client = lease_client(credential, fresh_connection=fresh_connection, purpose=purpose)
+            leased[key] = (credential, client)
+        return leased[key][1]
 
     def _user(self) -> tuple[Any, UserAuth]:
         credential = self.context["user"]["credential"]
@@ -148,7 +215,7 @@ class _TokenScenario(scenario.OpenStackScenario):
 
     def _issuer(self, fresh_connection: bool = False) -> TokenClient:
         credential, _ = self._user()
-        client = shared_client(credential, fresh_connection=fresh_connection)
+        client = self._lease(credential, "issue", fresh_connection)
         open_connections(client, 1)
         return client
 
@@ -165,7 +232,7 @@ class _TokenScenario(scenario.OpenStackScenario):
             credential = self.context["user"]["credential"]
         auth = UserAuth.from_credential(credential)
         scope = "project" if auth.project_name or auth.project_id else "system"
-        client = shared_client(credential, purpose="validate:" + repr(auth.key()))
+        client = self._lease(credential, "validate:" + repr(auth.key()), False)
         client.authorize(auth, scope=scope, min_ttl=MIN_TTL)
         open_connections(client, 1)
         return client
@@ -259,27 +326,28 @@ class Authenticate(_TokenScenario):
         :param fresh_connection: open a new TCP connection for the request
             (the cold path) instead of reusing a kept-alive one
         """
-        _, auth = self._user()
-        client = self._issuer(fresh_connection)
-        source = None
-        if method == "token":
-            source = self._source_token(self._issuer(), auth)
-        elif method == "application_credential":
-            auth = self._application_credential(self._issuer(), auth)
-        result = client.issue(
-            auth,
-            method,
-            scope,
-            include_catalog,
-            token=source,
-            timer=self._timer(ISSUE),
-        )
-        self._report(
-            "Issued tokens",
-            f"method {method}, scope {scope}, catalog {include_catalog}",
-            http_status=result.status,
-            catalog_size=result.catalog_size or 0,
-        )
+        with self._leases():
+            _, auth = self._user()
+            client = self._issuer(fresh_connection)
+            source = None
+            if method == "token":
+                source = self._source_token(self._issuer(), auth)
+            elif method == "application_credential":
+                auth = self._application_credential(self._issuer(), auth)
+            result = client.issue(
+                auth,
+                method,
+                scope,
+                include_catalog,
+                token=source,
+                timer=self._timer(ISSUE),
+            )
+            self._report(
+                "Issued tokens",
+                f"method {method}, scope {scope}, catalog {include_catalog}",
+                http_status=result.status,
+                catalog_size=result.catalog_size or 0,
+            )
 
 
 def _pool_token(context: dict, client: TokenClient) -> str:
@@ -313,33 +381,34 @@ class Validate(_TokenScenario):
         :param repetitions: validations per iteration
         :param allow_expired: pass allow_expired=1
         """
-        _, auth = self._user()
-        issuer = self._issuer()
-        validator = self._validator()
-        pooled = bool(self.context.get("token_pool"))
-        token = None
-        statuses = []
-        for _ in range(repetitions):
-            if pooled:
-                token = _pool_token(self.context, issuer)
-            elif token is None:
-                token = issuer.issue(auth, "password", "project", include_catalog=False).token
-            if method == "HEAD":
-                result = validator.check(
-                    token, allow_expired=allow_expired, timer=self._timer(CHECK)
-                )
-            else:
-                result = validator.validate(
-                    token, include_catalog, allow_expired, timer=self._timer(VALIDATE)
-                )
-            statuses.append(result)
-        last = statuses[-1]
-        self._report(
-            "Validated tokens",
-            f"{method}, catalog {include_catalog}, {repetitions} per iteration",
-            http_status=last.status,
-            catalog_size=last.catalog_size or 0,
-        )
+        with self._leases():
+            _, auth = self._user()
+            issuer = self._issuer()
+            validator = self._validator()
+            pooled = bool(self.context.get("token_pool"))
+            token = None
+            statuses = []
+            for _ in range(repetitions):
+                if pooled:
+                    token = _pool_token(self.context, issuer)
+                elif token is None:
+                    token = issuer.issue(auth, "password", "project", include_catalog=False).token
+                if method == "HEAD":
+                    result = validator.check(
+                        token, allow_expired=allow_expired, timer=self._timer(CHECK)
+                    )
+                else:
+                    result = validator.validate(
+                        token, include_catalog, allow_expired, timer=self._timer(VALIDATE)
+                    )
+                statuses.append(result)
+            last = statuses[-1]
+            self._report(
+                "Validated tokens",
+                f"{method}, catalog {include_catalog}, {repetitions} per iteration",
+                http_status=last.status,
+                catalog_size=last.catalog_size or 0,
+            )
 
 
 @validation.add("enum", param_name="scope", values=list(SCOPES), missed=True)
@@ -460,25 +529,26 @@ class Lifecycle(_TokenScenario):
         :param validations: validations between issue and revoke
         :param revoke: revoke the token at the end
         """
-        _, auth = self._user()
-        issuer = self._issuer()
-        validator = self._validator()
-        token = issuer.issue(auth, timer=self._timer(ISSUE)).token
-        assert token is not None
-        for _ in range(validations):
-            validator.validate(token, include_catalog=False, timer=self._timer(VALIDATE))
-        if not revoke:
-            return
-        validator.revoke(token, timer=self._timer(REVOKE))
-        try:
-            # Untimed, and with the catalog, so that Keystone's access log
-            # tells it from the timed validations (which ask for nocatalog).
-            after = validator.validate(token, include_catalog=True)
-        except TokenRequestError as exc:
-            if exc.status != 404:
-                raise
-            return
-        raise RevokedTokenStillValid(
-            f"token {shorten(token.value)}... still validates after revocation "
-            f"(HTTP {after.status})"
-        )
+        with self._leases():
+            _, auth = self._user()
+            issuer = self._issuer()
+            validator = self._validator()
+            token = issuer.issue(auth, timer=self._timer(ISSUE)).token
+            assert token is not None
+            for _ in range(validations):
+                validator.validate(token, include_catalog=False, timer=self._timer(VALIDATE))
+            if not revoke:
+                return
+            validator.revoke(token, timer=self._timer(REVOKE))
+            try:
+                # Untimed, and with the catalog, so that Keystone's access log
+                # tells it from the timed validations (which ask for nocatalog).
+                after = validator.validate(token, include_catalog=True)
+            except TokenRequestError as exc:
+                if exc.status != 404:
+                    raise
+                return
+            raise RevokedTokenStillValid(
+                f"token {shorten(token.value)}... still validates after revocation "
+                f"(HTTP {after.status})"
+            )

@@ -107,6 +107,7 @@ def keystone():
     server.shutdown()
     server.server_close()
     scenarios._CLIENTS.clear()
+    scenarios._IDLE.clear()
     scenarios._SOURCE_TOKENS.clear()
 
 
@@ -170,6 +171,60 @@ def test_validate_times_each_validation_and_issues_its_token_before(keystone):
     assert _names(scenario.atomic_actions()) == ["keystone.validate_token"] * 3
     assert keystone.count("GET") == 3
     assert keystone.count("POST") == 2  # the admin's X-Auth-Token, the token validated
+
+
+def _in_threads(rounds: int, at_once: int, iteration) -> None:
+    """Rally's rps runner: every iteration in a thread of its own.
+
+    The threads stay alive to the end, so that no two share an identity
+    (CPython reuses a finished thread's).
+    """
+    end = threading.Event()
+    finished = threading.Semaphore(0)
+    every = []
+
+    def run() -> None:
+        try:
+            iteration()
+        finally:
+            finished.release()
+            end.wait()
+
+    for _ in range(rounds):
+        threads = [threading.Thread(target=run) for _ in range(at_once)]
+        every += threads
+        for thread in threads:
+            thread.start()
+        for _ in threads:
+            finished.acquire()
+    end.set()
+    for thread in every:
+        thread.join()
+
+
+def test_a_thread_per_iteration_reuses_clients_admin_token_and_connections(keystone):
+    done = []
+
+    def iteration() -> None:
+        scenario = scenarios.Validate(_context(keystone))
+        scenario.run()
+        done.append(_names(scenario.atomic_actions()))
+
+    _in_threads(rounds=5, at_once=3, iteration=iteration)
+    assert done == [["keystone.validate_token"]] * 15
+    # 15 user tokens to validate, and at most one admin token per concurrent
+    # iteration: not one admin token (and two new connections) per thread.
+    assert 15 + 1 <= keystone.count("POST") <= 15 + 3
+    assert keystone.connections <= 2 * 3
+
+
+def test_a_failed_iteration_gives_its_clients_back(keystone):
+    keystone.honour_revocation = False  # every lifecycle iteration fails
+    for _ in range(3):
+        with pytest.raises(scenarios.RevokedTokenStillValid):
+            scenarios.Lifecycle(_context(keystone)).run()
+    assert keystone.count("POST") == 1 + 3  # still the one admin token
+    assert keystone.connections == 2  # the issuer's and the validator's
 
 
 def test_validate_with_head_checks(keystone):
