@@ -10,6 +10,8 @@ mock token service (no service time), it runs:
 * a plain Python loop: PROCESSES processes of THREADS threads, each thread
   a requests.Session (kept-alive connection) validating a token with
   GET /v3/auth/tokens in a loop, for the same time;
+* Rally again, with Dummy.dummy (no request at all) under the same runner:
+  Rally's own ceiling on this machine, what no scenario can exceed;
 * wrk, when installed, with THREADS * PROCESSES connections (for reference:
   what the mock serves to a C client).
 
@@ -109,6 +111,43 @@ def rally_rate(
     }
 
 
+def rally_noop_rate(work: Path, seconds: float, processes: int, threads: int, times: int) -> dict:
+    """Iterations per second of Dummy.dummy (sleep 0) under the same rps runner."""
+    home = RallyHome(work / "rally")
+    task = {
+        "version": 2,
+        "title": "Rally's own ceiling",
+        "subtasks": [
+            {
+                "title": "Dummy.dummy, no request",
+                "scenario": {"Dummy.dummy": {"sleep": 0}},
+                "runner": {
+                    "rps": {
+                        "rps": 5000,
+                        "times": times,
+                        "max_concurrency": processes * threads,
+                        "max_cpu_count": processes,
+                    }
+                },
+            }
+        ],
+    }
+    task_file = work / "noop.json"
+    task_file.write_text(json.dumps(task))
+    proc = home.rally(
+        "task", "start", str(task_file), "--env", "mock", check=False, timeout=seconds * 20 + 300
+    )
+    uuid = re.search(r"Task ([0-9a-f-]{36})", proc.stdout)
+    if not uuid:
+        sys.exit("rally task start failed:\n" + proc.stdout[-3000:] + proc.stderr[-2000:])
+    out = work / "noop-report.json"
+    home.rally("task", "report", uuid.group(1), "--json", "--out", str(out))
+    wl = results.load(out)[0]
+    ends = wl.iteration_started + wl.iteration_duration
+    span = float(ends.max() - wl.iteration_started.min())
+    return {"rate": wl.successful_iterations / span, "iterations": wl.iterations}
+
+
 def _loop_process(url: str, token: str, threads: int, seconds: float, queue) -> None:
     import threading
 
@@ -205,6 +244,11 @@ def main() -> int:
             ratio = rally["rate"] / plain["rate"] if plain["rate"] else float("nan")
             verdict = "meets" if ratio >= 0.7 else "below"
             print(f"ratio Rally / plain loop: {ratio:.2f} ({verdict} the 0.7 target)")
+            noop = rally_noop_rate(work, a.seconds, a.processes, a.threads, rally["iterations"])
+            print(
+                f"Rally rps runner, Dummy.dummy (no request): {noop['rate']:.0f} iterations/s "
+                f"({noop['iterations']} iterations): Rally's own ceiling on this machine"
+            )
             w = wrk_rate(ks, a.seconds, a.processes * a.threads, a.processes)
             if w is None:
                 print("wrk: not installed (apt-get install wrk), skipped")
