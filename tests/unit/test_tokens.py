@@ -376,3 +376,32 @@ def test_scrub():
 def test_result_is_a_small_value_object():
     result = TokenResult("check", 200, 0.01, token_id="gAAAAABx")
     assert result.method is None and result.token is None
+
+
+def test_a_deep_copied_context_shares_its_pooled_tokens():
+    # Rally deep-copies the context before each iteration: the pool must not
+    # be copied token by token (it was most of the generator's copy time).
+    import copy
+
+    from rally_keystone_bench.contexts.token_pool import SharedTokens
+
+    token = Token(ISSUED, EXPIRES)
+    pool = SharedTokens(u1=[token, token])
+    context = {"token_pool": {"tokens": pool, "min_ttl": 600.0}, "iteration": 1}
+    copied = copy.deepcopy(context)
+    assert copied["token_pool"]["tokens"] is pool
+    assert copy.deepcopy(token) is token and copy.copy(token) is token
+    copied["iteration"] = 2
+    assert context["iteration"] == 1
+
+
+def test_the_environment_is_read_once_not_per_request(keystone, monkeypatch):
+    monkeypatch.setenv("HTTP_PROXY", "http://proxy.invalid:3128")
+    monkeypatch.setenv("NO_PROXY", "127.0.0.1")
+    client = TokenClient(f"http://127.0.0.1:{keystone.server_address[1]}/v3")
+    assert client.session.session.trust_env is False
+    remote = TokenClient("http://keystone.example:5000/v3")
+    assert remote.session.session.proxies["http"] == "http://proxy.invalid:3128"
+    # NO_PROXY is honoured: the local client still reaches Keystone directly
+    monkeypatch.delenv("NO_PROXY")
+    assert client.issue(AUTH).status == 201
