@@ -149,8 +149,13 @@ def format_table(rows: Sequence[dict[str, Any]]) -> str:
     return "\n".join(lines)
 
 
-def render_html(rows: Sequence[dict[str, Any]], title: str, deployments: dict[str, str]) -> str:
-    """A self-contained HTML page of the table."""
+def render_html(
+    rows: Sequence[dict[str, Any]],
+    title: str,
+    deployments: dict[str, str],
+    errors: dict[str, str] | None = None,
+) -> str:
+    """A self-contained HTML page of the table, and of the runs that failed."""
     from html import escape
 
     def sec(v: float | None) -> str:
@@ -182,21 +187,31 @@ def render_html(rows: Sequence[dict[str, Any]], title: str, deployments: dict[st
             )
             + "</tr>"
         )
-    out.append("</table></body></html>")
+    out.append("</table>")
+    if errors:
+        out.append("<h2>Failed (no results)</h2><ul>")
+        out += [f"<li><b>{escape(k)}</b>: {escape(v)}</li>" for k, v in errors.items()]
+        out.append("</ul>")
+    out.append("</body></html>")
     return "\n".join(out) + "\n"
 
 
 def write_report(
-    rows: Sequence[dict[str, Any]], out_dir: Path, task: str, deployments: dict[str, str]
+    rows: Sequence[dict[str, Any]],
+    out_dir: Path,
+    task: str,
+    deployments: dict[str, str],
+    errors: dict[str, str] | None = None,
 ) -> tuple[Path, Path]:
     title = f"keystone-bench matrix: {task}"
     html, js = out_dir / "matrix.html", out_dir / "matrix.json"
-    html.write_text(render_html(rows, title, deployments), encoding="utf-8")
+    html.write_text(render_html(rows, title, deployments, errors or {}), encoding="utf-8")
     doc = {
         "task": task,
         "units": {"latency": "seconds", "throughput": "successful iterations per second"},
         "deployments": deployments,
         "rows": list(rows),
+        "failed": dict(errors or {}),
     }
     js.write_text(json.dumps(doc, indent=2) + "\n", encoding="utf-8")
     return html, js
@@ -204,44 +219,74 @@ def write_report(
 
 def main(args: argparse.Namespace) -> int:
     from rally_keystone_bench import runner
+    from rally_keystone_bench.gate import build_envs
 
-    # Every input is checked before anything starts.
+    # Every input is checked, and every environment built, before any load.
     deployments = load_deployments(args.deployments)
     task = runner.resolve_tasks([args.task])[0]
     task_args = runner.parse_task_args(args.task_args)
     if args.repeat < 1:
         raise BenchError(f"--repeat must be at least 1, not {args.repeat}")
+    for name, dep in deployments.items():
+        try:
+            dep.validate()
+        except BenchError as exc:
+            raise BenchError(f"deployment {name!r}: {exc}") from None
     stamp = runner.utc_stamp()
+    run_root = Path(RUNS_DIR) / f"matrix-{stamp}"
+    build_envs(deployments, run_root)
     out_dir = Path(args.reports_dir) / stamp
     out_dir.mkdir(parents=True, exist_ok=True)
-    run_root = Path(RUNS_DIR) / f"matrix-{stamp}"
+    described = {name: dep.describe() for name, dep in deployments.items()}
 
     results: list[tuple[str, list]] = []
+    errors: dict[str, str] = {}
     failed = False
     n = len(deployments)
+
+    def report() -> tuple[tuple[Path, Path], list[dict[str, Any]]]:
+        rows = build_table(results)
+        return write_report(rows, out_dir, str(task), described, errors), rows
+
     with runner.sigterm_as_interrupt():
-        for i, (name, dep) in enumerate(deployments.items(), 1):
-            runner.progress(f"deployment {i} of {n}: {name} ({dep.describe()})")
-            for k in range(1, args.repeat + 1):
-                label = name if args.repeat == 1 else f"{name} (run {k})"
-                sub = f"{name}" if args.repeat == 1 else f"{name}-run{k}"
-                run_dir = run_root / sub
-                run_dir.mkdir(parents=True, exist_ok=True)
-                with runner.prepared_env(run_dir, deployment=dep) as (home, env):
+        try:
+            for i, (name, dep) in enumerate(deployments.items(), 1):
+                runner.progress(f"deployment {i} of {n}: {name} ({dep.describe()})")
+                for k in range(1, args.repeat + 1):
+                    label = name if args.repeat == 1 else f"{name} (run {k})"
+                    sub = f"{name}" if args.repeat == 1 else f"{name}-run{k}"
+                    run_dir = run_root / sub
+                    run_dir.mkdir(parents=True, exist_ok=True)
                     dest = out_dir / sub
-                    outcome = runner.run_task(home, env, task, task_args, dest)
-                if not outcome.workloads:
-                    raise BenchError(
-                        f"deployment {name}: rally task start exited {outcome.rally_exit} "
-                        f"without results; see {dest}"
-                    )
-                failed = failed or not outcome.sla_passed
-                results.append((label, outcome.workloads))
-    rows = build_table(results)
-    described = {name: dep.describe() for name, dep in deployments.items()}
-    html, js = write_report(rows, out_dir, str(task), described)
+                    try:
+                        with runner.prepared_env(run_dir, deployment=dep) as (home, env):
+                            outcome = runner.run_task(home, env, task, task_args, dest)
+                        if not outcome.workloads:
+                            raise BenchError(
+                                f"rally task start exited {outcome.rally_exit} "
+                                f"without results; see {dest}"
+                            )
+                    except BenchError as exc:
+                        # The other deployments still run; this one is named at the end.
+                        errors[label] = str(exc)
+                        runner.progress(f"deployment {label} failed: {exc}")
+                        continue
+                    failed = failed or not outcome.sla_passed
+                    results.append((label, outcome.workloads))
+        except KeyboardInterrupt:
+            if results:
+                (html, _), _ = report()
+                runner.progress(f"interrupted; the table of what ran: {html}")
+            raise
+    (html, js), rows = report()
     print(format_table(rows))
     print(f"matrix HTML: {html}")
     print(f"matrix JSON: {js}")
     print(f"reports: {out_dir}")
+    if errors:
+        names = ", ".join(errors)
+        raise BenchError(
+            f"{len(errors)} of {n * args.repeat} deployment runs failed ({names}); "
+            f"the reasons are in {js}"
+        )
     return 1 if failed else 0

@@ -74,3 +74,39 @@ def test_table_has_a_row_per_deployment_setting_and_action(tmp_path):
     assert "uwsgi-2w" in html.read_text()
     text = matrix.format_table(rows)
     assert "uwsgi-1w" in text and "p95" in text
+
+
+def test_a_deployment_that_fails_loses_no_other_results(tmp_path, monkeypatch, capsys):
+    import contextlib
+
+    from rally_keystone_bench import gate, runner
+
+    f = tmp_path / "d.yaml"
+    f.write_text("one:\n  workers: 1\nbroken:\n  workers: 2\nthree:\n  workers: 4\n")
+    task = tmp_path / "t.json"
+    task.write_text("{}")
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(gate, "build_envs", lambda deps, root: None)
+
+    @contextlib.contextmanager
+    def prepared_env(run_dir, deployment):
+        if deployment.workers == 2:
+            raise BenchError("Keystone exited during start; see its log")
+        yield None, "env"
+
+    def run_task(home, env, task_file, task_args, out_dir):
+        return runner.TaskOutcome(task_file, "uuid", 0, workloads=_workloads(4, 1))
+
+    monkeypatch.setattr(runner, "prepared_env", prepared_env)
+    monkeypatch.setattr(runner, "run_task", run_task)
+    code = cli.main(
+        ["matrix", "--deployments", str(f), "--task", str(task), "--reports-dir", "reports"]
+    )
+    assert code == 2
+    err = capsys.readouterr().err
+    assert "1 of 3 deployment runs failed (broken)" in err
+    (out,) = (tmp_path / "reports").iterdir()
+    doc = json.loads((out / "matrix.json").read_text())
+    assert {r["deployment"] for r in doc["rows"]} == {"one", "three"}
+    assert "Keystone exited during start" in doc["failed"]["broken"]
+    assert "Keystone exited during start" in (out / "matrix.html").read_text()
