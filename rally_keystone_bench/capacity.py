@@ -961,7 +961,7 @@ def main(args: argparse.Namespace) -> int:
 
         deployment_from_args(args).validate()
     stamp = runner.utc_stamp()
-    out_dir = Path(args.reports_dir) / stamp
+    out_dir = (Path(args.reports_dir) / stamp).resolve()
     run_dir = Path(runner.RUNS_DIR) / stamp
     out_dir.mkdir(parents=True, exist_ok=True)
     run_dir.mkdir(parents=True, exist_ok=True)

@@ -235,7 +235,7 @@ def main(args: argparse.Namespace) -> int:
     stamp = runner.utc_stamp()
     run_root = Path(RUNS_DIR) / f"matrix-{stamp}"
     build_envs(deployments, run_root)
-    out_dir = Path(args.reports_dir) / stamp
+    out_dir = (Path(args.reports_dir) / stamp).resolve()
     out_dir.mkdir(parents=True, exist_ok=True)
     described = {name: dep.describe() for name, dep in deployments.items()}
 

@@ -218,6 +218,8 @@ def write_reports(home: Any, outcome: TaskOutcome, out_dir: Path) -> None:
 
     if outcome.uuid is None:
         return
+    # Rally runs in its own home directory: a relative path would land there.
+    out_dir = out_dir.resolve()
     stem = outcome.task_file.stem
     json_path, html_path = out_dir / f"{stem}.json", out_dir / f"{stem}.html"
     proc = home.rally(
