@@ -53,6 +53,7 @@ class Comparison:
     cand_success: float | None = None
     base_overall: float | None = None  # throughput: successful iterations / load seconds
     cand_overall: float | None = None
+    round_ratios: list[float] | None = None  # gate: cand/base median of each A/B round
 
     def as_dict(self) -> dict[str, Any]:
         return {k: _finite(v) for k, v in dataclasses.asdict(self).items()}
