@@ -1,0 +1,1 @@
+"""Rally runner plugins: pooled_rps."""

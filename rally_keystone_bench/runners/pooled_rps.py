@@ -1,0 +1,146 @@
+"""Runner ``pooled_rps``: Rally's ``rps`` runner with reusable iteration threads.
+
+Same configuration and the same schedule as ``rps`` (iteration *i* of a
+process starts no earlier than *i* / rate after the process starts; at most
+``max_concurrency`` in flight; ``rps`` may ramp with start/end/step), the same
+worker processes, result queue, ITER log lines and abort. What differs is
+what an iteration costs the load generator:
+
+- ``rps`` starts a new thread for every iteration and deep-copies the whole
+  context for it; ``pooled_rps`` hands the iteration to an idle thread of the
+  process (a thread is added only when none is idle, up to the per-process
+  concurrency) and copies the context one level deep: the iteration gets its
+  own dict, with its own ``iteration``, ``user`` and ``tenant``, and shares
+  the nested objects (users, credentials, the token pool). A scenario that
+  changes nested context objects would see other iterations' changes;
+  KeystoneTokens.* and Rally's OpenStack scenarios do not.
+- ``rps`` waits for the oldest running iteration when every slot is busy, so
+  one slow iteration holds back starts that finished iterations made room
+  for; here any finished iteration frees its slot at once.
+- no ``timeout`` option (``rps`` stops an iteration by raising an exception
+  in its thread, which a reused thread must not receive).
+
+benchmarks/generator_ceiling.py measures both runners against the mock.
+"""
+
+from __future__ import annotations
+
+import copy
+import queue as queue_module
+import threading
+import time
+from typing import Any
+
+from rally.common import logging, validation
+from rally.plugins.task.runners import rps
+from rally.task import runner
+
+LOG = logging.getLogger(__name__)
+
+_SCHEMA = copy.deepcopy(rps.RPSScenarioRunner.CONFIG_SCHEMA)
+del _SCHEMA["properties"]["timeout"]
+
+
+def _iteration_context(iteration: int, context: dict[str, Any]) -> dict[str, Any]:
+    """The iteration's own context: a new top-level dict, nested objects shared."""
+    ctx = dict(context)
+    ctx["iteration"] = iteration + 1  # numbered from 1, as Rally does
+    return ctx
+
+
+def _worker_process(
+    queue: Any,
+    iteration_gen: Any,
+    timeout: float | None,
+    times: int,
+    max_concurrent: int,
+    context: dict[str, Any],
+    cls: Any,
+    method_name: str,
+    args: dict[str, Any],
+    event_queue: Any,
+    aborted: Any,
+    runs_per_second: Any,
+    rps_cfg: dict[str, float] | float,
+    processes_to_start: int,
+    info: dict[str, Any],
+) -> None:
+    """One runner process: start TIMES iterations at the rate, MAX_CONCURRENT at most at once.
+
+    The arguments are those Rally gives ``rps``'s worker process.
+    """
+    rate = rps_cfg["start"] if isinstance(rps_cfg, dict) else rps_cfg
+    runner._log_worker_info(times=times, rps=rate, cls=cls, method_name=method_name, args=args)
+    # Processes start staggered over one interval, as with rps.
+    time.sleep((1.0 / rate) * info["processes_counter"] / info["processes_to_start"])
+
+    slots = threading.BoundedSemaphore(max_concurrent)
+    work: queue_module.SimpleQueue = queue_module.SimpleQueue()
+    lock = threading.Lock()
+    idle = [0]
+    threads: list[threading.Thread] = []
+
+    def serve() -> None:
+        while True:
+            ctx = work.get()
+            if ctx is None:
+                return
+            try:
+                runner._worker_thread(queue, cls, method_name, ctx, args, event_queue)
+            finally:
+                with lock:
+                    idle[0] += 1
+                slots.release()
+
+    start = time.time()
+    started = 0
+    while started < times and not aborted.is_set():
+        # The schedule: iteration i no earlier than i / rate (the rate may ramp).
+        while not aborted.is_set():
+            wait = started / runs_per_second(rps_cfg, start, processes_to_start)
+            wait -= time.time() - start
+            if wait <= 0:
+                break
+            time.sleep(min(wait, 0.05))
+        # A free slot: never more than max_concurrent in flight.
+        while not aborted.is_set() and not slots.acquire(timeout=0.1):
+            pass
+        if aborted.is_set():
+            break
+        with lock:
+            reuse = idle[0] > 0
+            if reuse:
+                idle[0] -= 1
+        if not reuse:
+            thread = threading.Thread(target=serve, name=f"iteration-slot-{len(threads)}")
+            thread.start()
+            threads.append(thread)
+        work.put(_iteration_context(next(iteration_gen), context))
+        started += 1
+
+    for _ in threads:
+        work.put(None)
+    for thread in threads:
+        thread.join()
+    LOG.debug(f"pooled_rps worker: {started} iterations on {len(threads)} threads")
+
+
+@validation.add("check_rps")
+@runner.configure(name="pooled_rps")
+class PooledRPSScenarioRunner(rps.RPSScenarioRunner):
+    """rps, with reusable iteration threads and a one-level context copy.
+
+    Same options and schedule as the rps runner (but no timeout); each
+    runner process keeps its iteration threads and gives every iteration a
+    shallow copy of the context, so the load generator spends less per
+    iteration and reaches higher rates on a small machine.
+    """
+
+    CONFIG_SCHEMA = _SCHEMA
+
+    @staticmethod
+    def _create_process_pool(processes_to_start: int, worker_process: Any, args_gen: Any) -> Any:
+        # rps's process pool and arguments, our worker function
+        return rps.RPSScenarioRunner._create_process_pool(
+            processes_to_start, _worker_process, args_gen
+        )

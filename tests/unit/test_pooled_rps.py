@@ -1,0 +1,127 @@
+"""pooled_rps: the rps schedule, reused threads, a one-level context copy, no head-of-line wait."""
+
+from __future__ import annotations
+
+import itertools
+import threading
+import time
+
+import pytest
+from rally.task import scenario
+
+from rally_keystone_bench.runners import pooled_rps
+
+
+class Recorder:
+    """What the iterations did, seen from inside them."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.running = 0
+        self.most = 0
+        self.started: list[float] = []
+        self.threads: set[int] = set()
+        self.contexts: list[dict] = []
+        self.finished_at: dict[int, float] = {}
+
+
+RECORD = Recorder()
+
+
+class Sleepy(scenario.Scenario):
+    def run(self, sleep: float = 0.0, slow_first: float = 0.0) -> None:
+        it = self.context["iteration"]
+        with RECORD.lock:
+            RECORD.running += 1
+            RECORD.most = max(RECORD.most, RECORD.running)
+            RECORD.started.append(time.monotonic())
+            RECORD.threads.add(threading.get_ident())
+            RECORD.contexts.append(self.context)
+        time.sleep(slow_first if it == 1 and slow_first else sleep)
+        with RECORD.lock:
+            RECORD.running -= 1
+            RECORD.finished_at[it] = time.monotonic()
+
+
+class ListQueue(list):
+    def put(self, item) -> None:
+        self.append(item)
+
+
+def run_worker(times: int, rate: float, concurrency: int, args: dict, aborted=None) -> list:
+    global RECORD
+    RECORD = Recorder()
+    results = ListQueue()
+    shared = {"users": [{"id": "u1"}]}
+    context = {"task": {"uuid": "task"}, "owner_id": "w", "shared": shared}
+    pooled_rps._worker_process(
+        results,
+        itertools.count(),
+        None,
+        times,
+        concurrency,
+        context,
+        Sleepy,
+        "run",
+        args,
+        ListQueue(),
+        aborted or threading.Event(),
+        lambda cfg, start, processes: float(cfg) / processes,
+        rate,
+        1,
+        {"processes_counter": 0, "processes_to_start": 1},
+    )
+    return results
+
+
+def test_the_schedule_is_the_rate_and_never_ahead_of_it():
+    results = run_worker(times=11, rate=50, concurrency=4, args={})
+    assert len(results) == 11 and not any(r["error"] for r in results)
+    # iteration i starts no earlier than i / rate after the first
+    gaps = [t - RECORD.started[0] for t in RECORD.started]
+    assert all(gap >= i / 50 - 0.002 for i, gap in enumerate(sorted(gaps)))
+
+
+def test_threads_are_reused_and_concurrency_is_capped():
+    results = run_worker(times=40, rate=10_000, concurrency=3, args={"sleep": 0.01})
+    assert len(results) == 40
+    assert RECORD.most == 3  # the cap is reached, never passed
+    assert len(RECORD.threads) <= 3  # not a thread per iteration
+
+
+def test_each_iteration_gets_its_own_context_sharing_nested_objects():
+    run_worker(times=6, rate=10_000, concurrency=2, args={})
+    numbers = sorted(c["iteration"] for c in RECORD.contexts)
+    assert numbers == [1, 2, 3, 4, 5, 6]
+    first = RECORD.contexts[0]
+    assert all(c["shared"] is first["shared"] for c in RECORD.contexts)
+    assert len({id(c) for c in RECORD.contexts}) == 6
+
+
+def test_a_slow_iteration_does_not_hold_back_the_free_slot():
+    # Rally's rps runner waits for the oldest running iteration when its
+    # slots are full; here the other slot keeps going.
+    run_worker(times=10, rate=10_000, concurrency=2, args={"sleep": 0.01, "slow_first": 0.5})
+    slow_end = RECORD.finished_at[1]
+    assert sum(1 for it, t in RECORD.finished_at.items() if it != 1 and t < slow_end) == 9
+
+
+def test_abort_stops_starting_iterations():
+    aborted = threading.Event()
+    threading.Timer(0.2, aborted.set).start()
+    results = run_worker(times=1000, rate=50, concurrency=2, args={}, aborted=aborted)
+    assert 5 <= len(results) < 30
+
+
+def test_timeout_is_not_an_option():
+    schema = pooled_rps.PooledRPSScenarioRunner.CONFIG_SCHEMA
+    assert "timeout" not in schema["properties"]
+    assert {"times", "rps", "max_concurrency", "max_cpu_count"} <= set(schema["properties"])
+
+
+@pytest.fixture(autouse=True)
+def _no_rally_config(monkeypatch):
+    # _run_scenario_once asks rally's logging whether debug is on
+    from rally.common import logging as rally_logging
+
+    monkeypatch.setattr(rally_logging, "is_debug", lambda: False)
