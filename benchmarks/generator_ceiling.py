@@ -4,14 +4,15 @@ The capacity search trusts a probe only when Rally sent the target rate;
 this measures the highest rate it can send on this machine. Against one
 mock token service (no service time), it runs:
 
-* Rally: KeystoneTokens.validate under the rps runner (the capacity probe's
-  task, tasks/capacity-probe.yaml) at a target far above what it can reach,
-  with PROCESSES runner processes and THREADS iteration slots each;
+* Rally: KeystoneTokens.validate under Rally's rps runner and under ours,
+  pooled_rps (the capacity probe's task, tasks/capacity-probe.yaml), at a
+  target far above what either can reach, with PROCESSES runner processes
+  and THREADS iteration slots each;
 * a plain Python loop: PROCESSES processes of THREADS threads, each thread
   a requests.Session (kept-alive connection) validating a token with
   GET /v3/auth/tokens in a loop, for the same time;
-* Rally again, with Dummy.dummy (no request at all) under the same runner:
-  Rally's own ceiling on this machine, what no scenario can exceed;
+* Rally again, with Dummy.dummy (no request at all) under each runner:
+  the runner's own ceiling on this machine, what no scenario can exceed;
 * wrk, when installed, with THREADS * PROCESSES connections (for reference:
   what the mock serves to a C client).
 
@@ -69,12 +70,19 @@ def admin_token(ks: MockKeystone) -> str:
 
 
 def rally_rate(
-    ks: MockKeystone, work: Path, seconds: float, processes: int, threads: int, loop_rate: float
+    ks: MockKeystone,
+    work: Path,
+    seconds: float,
+    processes: int,
+    threads: int,
+    loop_rate: float,
+    runner: str,
 ) -> dict:
-    """Successful KeystoneTokens.validate iterations per second under the rps runner."""
+    """Successful KeystoneTokens.validate iterations per second under RUNNER."""
     home = RallyHome(work / "rally")
-    home.create_env("mock", keystone_spec(ks.admin_credentials))
-    home.check_env("mock")
+    if not (work / "rally" / "mock.spec.json").exists():
+        home.create_env("mock", keystone_spec(ks.admin_credentials))
+        home.check_env("mock")
     concurrency = processes * threads
     # far above the ceiling, so the runner starts iterations as fast as it can;
     # as many as the plain loop did in SECONDS, so the load lasts about that long
@@ -88,6 +96,7 @@ def rally_rate(
         "max_concurrency": concurrency,
         "max_cpu_count": processes,
         "min_iterations": 3,
+        "runner": runner,
     }
     task_file = probe_task_path()
     proc = home.rally(
@@ -111,8 +120,10 @@ def rally_rate(
     }
 
 
-def rally_noop_rate(work: Path, seconds: float, processes: int, threads: int, times: int) -> dict:
-    """Iterations per second of Dummy.dummy (sleep 0) under the same rps runner."""
+def rally_noop_rate(
+    work: Path, seconds: float, processes: int, threads: int, times: int, runner: str
+) -> dict:
+    """Iterations per second of Dummy.dummy (sleep 0) under RUNNER."""
     home = RallyHome(work / "rally")
     task = {
         "version": 2,
@@ -122,7 +133,7 @@ def rally_noop_rate(work: Path, seconds: float, processes: int, threads: int, ti
                 "title": "Dummy.dummy, no request",
                 "scenario": {"Dummy.dummy": {"sleep": 0}},
                 "runner": {
-                    "rps": {
+                    runner: {
                         "rps": 5000,
                         "times": times,
                         "max_concurrency": processes * threads,
@@ -215,6 +226,10 @@ def wrk_rate(ks: MockKeystone, seconds: float, connections: int, threads: int) -
     return float(m.group(1))
 
 
+# Rally's stock runner, and ours (rally_keystone_bench/runners/pooled_rps.py)
+RUNNERS = ("rps", "pooled_rps")
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--seconds", type=float, default=15.0)
@@ -233,22 +248,27 @@ def main() -> int:
             plain = loop_rate(ks, a.seconds, a.processes, a.threads)
             print(f"plain Python keep-alive loop: {plain['rate']:.0f} validations/s", end="")
             print(f" ({plain['errors']} errors)" if plain["errors"] else "")
-            t0 = time.monotonic()
-            rally = rally_rate(ks, work, a.seconds, a.processes, a.threads, plain["rate"])
-            print(
-                f"Rally rps runner, KeystoneTokens.validate: {rally['rate']:.0f} iterations/s "
-                f"({rally['iterations']} iterations, {rally['failed']} failed, "
-                f"{rally['span']:.1f} s of load; {time.monotonic() - t0:.0f} s with Rally's "
-                "start-up and report)"
-            )
-            ratio = rally["rate"] / plain["rate"] if plain["rate"] else float("nan")
-            verdict = "meets" if ratio >= 0.7 else "below"
-            print(f"ratio Rally / plain loop: {ratio:.2f} ({verdict} the 0.7 target)")
-            noop = rally_noop_rate(work, a.seconds, a.processes, a.threads, rally["iterations"])
-            print(
-                f"Rally rps runner, Dummy.dummy (no request): {noop['rate']:.0f} iterations/s "
-                f"({noop['iterations']} iterations): Rally's own ceiling on this machine"
-            )
+            for runner in RUNNERS:
+                t0 = time.monotonic()
+                rally = rally_rate(
+                    ks, work, a.seconds, a.processes, a.threads, plain["rate"], runner
+                )
+                print(
+                    f"Rally {runner} runner, KeystoneTokens.validate: {rally['rate']:.0f} "
+                    f"iterations/s ({rally['iterations']} iterations, {rally['failed']} failed, "
+                    f"{rally['span']:.1f} s of load; {time.monotonic() - t0:.0f} s with Rally's "
+                    "start-up and report)"
+                )
+                ratio = rally["rate"] / plain["rate"] if plain["rate"] else float("nan")
+                verdict = "meets" if ratio >= 0.7 else "below"
+                print(f"  ratio to the plain loop: {ratio:.2f} ({verdict} the 0.7 target)")
+                noop = rally_noop_rate(
+                    work, a.seconds, a.processes, a.threads, rally["iterations"], runner
+                )
+                print(
+                    f"  Rally {runner} runner, Dummy.dummy (no request): {noop['rate']:.0f} "
+                    f"iterations/s: the runner's own ceiling on this machine"
+                )
             w = wrk_rate(ks, a.seconds, a.processes * a.threads, a.processes)
             if w is None:
                 print("wrk: not installed (apt-get install wrk), skipped")

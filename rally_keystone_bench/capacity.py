@@ -1,7 +1,9 @@
 """``keystone-bench capacity``: search N, the highest rate Keystone serves without degrading.
 
-A probe is one Rally task (tasks/capacity-probe.yaml): the ``rps`` runner
-starts ``rps * (warmup + window)`` iterations at a constant rate, judged by
+A probe is one Rally task (tasks/capacity-probe.yaml): the ``pooled_rps``
+runner (``--runner rps`` for Rally's own; same schedule, see
+runners/pooled_rps.py) starts ``rps * (warmup + window)`` iterations at a
+constant rate, judged by
 ``failure_rate: max 0`` and our ``latency_slope`` SLA. A probe's verdict,
 in this order:
 
@@ -93,6 +95,7 @@ class Settings:
     max_slope: float
     precision: float
     abort_on_sla_failure: bool = True
+    runner: str = "pooled_rps"
 
     @property
     def rally_scenario(self) -> str:
@@ -122,6 +125,7 @@ class Settings:
             "max_slope": self.max_slope,
             "min_iterations": self.min_iterations(rps),
             "max_concurrency": self.max_concurrency(rps),
+            "runner": self.runner,
         }
 
 
@@ -167,6 +171,7 @@ def check_settings(args: argparse.Namespace) -> Settings:
         max_slope=max_slope,
         precision=precision,
         abort_on_sla_failure=getattr(args, "abort_on_sla_failure", True),
+        runner=getattr(args, "runner", None) or "pooled_rps",
     )
 
 

@@ -155,6 +155,12 @@ def build_parser() -> argparse.ArgumentParser:
     cap.add_argument("--window", type=float, default=300.0, help="seconds")
     cap.add_argument("--max-slope", type=float, default=0.01)
     cap.add_argument("--precision", type=float, default=1.0, help="rps")
+    cap.add_argument(
+        "--runner",
+        choices=["pooled_rps", "rps"],
+        default="pooled_rps",
+        help="Rally runner of each probe: pooled_rps (ours, default) or Rally's rps",
+    )
     cap.add_argument("--target", choices=["local", "cloud", "mock"], default="local")
     cap.add_argument("--spec", default=None)
     cap.add_argument("--reports-dir", default="reports")

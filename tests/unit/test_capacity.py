@@ -305,3 +305,25 @@ def test_reports_hold_the_probe_table_n_and_a_chart_from_the_data(tmp_path):
     assert html.count("<circle") == 2 * 3 + 3  # p50 and p95 per probe, then sent rates
     assert "<script" not in html
     assert "probe 2: 50 rps, p95 60.0 ms, ok" in html
+
+
+@pytest.mark.parametrize("runner", ["pooled_rps", "rps"])
+def test_the_probe_task_runs_the_chosen_runner(runner):
+    import jinja2
+    import yaml
+
+    from rally_keystone_bench.capacity import probe_task_path
+
+    settings = capacity.Settings("validate", 1, 100, 10, 30, 0.01, 1, runner=runner)
+    text = jinja2.Environment().from_string(probe_task_path().read_text())
+    task = yaml.safe_load(text.render(**settings.task_args(40)))
+    (subtask,) = task["subtasks"]
+    assert subtask["runner"] == {runner: {"rps": 40, "times": 1600, "max_concurrency": 200}}
+    assert subtask["sla"]["latency_slope"]["action"] == "keystone.validate_token"
+
+
+def test_runner_is_a_capacity_option():
+    args = cli.build_parser().parse_args(["capacity", "--scenario", "validate", "--runner", "rps"])
+    assert capacity.check_settings(args).runner == "rps"
+    args = cli.build_parser().parse_args(["capacity", "--scenario", "validate"])
+    assert capacity.check_settings(args).runner == "pooled_rps"
