@@ -221,17 +221,13 @@ def main(args: argparse.Namespace) -> int:
     from rally_keystone_bench import runner
     from rally_keystone_bench.gate import build_envs
 
-    # Every input is checked, and every environment built, before any load.
+    # Every input is checked (load_deployments validates each deployment), and
+    # every environment built, before any load.
     deployments = load_deployments(args.deployments)
     task = runner.resolve_tasks([args.task])[0]
     task_args = runner.parse_task_args(args.task_args)
     if args.repeat < 1:
         raise BenchError(f"--repeat must be at least 1, not {args.repeat}")
-    for name, dep in deployments.items():
-        try:
-            dep.validate()
-        except BenchError as exc:
-            raise BenchError(f"deployment {name!r}: {exc}") from None
     stamp = runner.utc_stamp()
     run_root = Path(RUNS_DIR) / f"matrix-{stamp}"
     build_envs(deployments, run_root)

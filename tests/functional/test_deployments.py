@@ -96,3 +96,23 @@ def test_spec_pip_cannot_install_exits_2_and_creates_no_database(tmp_path):
     assert bench_databases() == before
     state = tmp_path / "ks" / "state.json"
     assert not state.exists() or not live_pids(json.loads(state.read_text()))
+
+
+def test_matrix_with_an_unreachable_database_exits_2_before_any_deployment_starts(tmp_path):
+    # The bad deployment is the second: the first must not have run either.
+    deployments = tmp_path / "d.yaml"
+    deployments.write_text(
+        "fine:\n  workers: 1\n"
+        "bad-db:\n  db: postgresql\n  db_url: postgresql://postgres@127.0.0.1:1\n"
+    )
+    task = tiny_task(tmp_path / "tiny.json", times=2, concurrency=1)
+    proc = bench(
+        "matrix", "--deployments", str(deployments), "--task", str(task), cwd=tmp_path
+    )  # fmt: skip
+    assert proc.returncode == 2
+    assert proc.stderr.strip().splitlines()[-1] == (
+        f"keystone-bench: {deployments}: deployment 'bad-db': the postgresql server at "
+        "postgresql://postgres@127.0.0.1:1 is unreachable: Connection refused"
+    )
+    assert not (tmp_path / ".keystone-bench").exists()
+    assert not (tmp_path / "reports").exists()
