@@ -98,15 +98,19 @@ def rally_rate(
         "min_iterations": 3,
         "runner": runner,
     }
-    task_file = probe_task_path()
+    extra = ("--task-args", json.dumps(args), "--abort-on-sla-failure")
+    return _measured(home, probe_task_path(), extra, seconds, work / "ceiling.json")
+
+
+def _measured(home: RallyHome, task_file: Path, extra: tuple, seconds: float, out: Path) -> dict:
+    """Start TASK_FILE on the mock env; its successful iterations per second of load."""
     proc = home.rally(
-        "task", "start", str(task_file), "--env", "mock", "--task-args", json.dumps(args),
-        "--abort-on-sla-failure", check=False, timeout=seconds * 20 + 300,
+        "task", "start", str(task_file), "--env", "mock", *extra,
+        check=False, timeout=seconds * 20 + 300,
     )  # fmt: skip
     uuid = re.search(r"Task ([0-9a-f-]{36})", proc.stdout)
     if not uuid:
         sys.exit("rally task start failed:\n" + proc.stdout[-3000:] + proc.stderr[-2000:])
-    out = work / "ceiling.json"
     home.rally("task", "report", uuid.group(1), "--json", "--out", str(out))
     wl = results.load(out)[0]
     ends = wl.iteration_started + wl.iteration_duration
@@ -116,7 +120,6 @@ def rally_rate(
         "iterations": wl.iterations,
         "failed": wl.failed_iterations,
         "span": span,
-        "concurrency": concurrency,
     }
 
 
@@ -145,18 +148,7 @@ def rally_noop_rate(
     }
     task_file = work / "noop.json"
     task_file.write_text(json.dumps(task))
-    proc = home.rally(
-        "task", "start", str(task_file), "--env", "mock", check=False, timeout=seconds * 20 + 300
-    )
-    uuid = re.search(r"Task ([0-9a-f-]{36})", proc.stdout)
-    if not uuid:
-        sys.exit("rally task start failed:\n" + proc.stdout[-3000:] + proc.stderr[-2000:])
-    out = work / "noop-report.json"
-    home.rally("task", "report", uuid.group(1), "--json", "--out", str(out))
-    wl = results.load(out)[0]
-    ends = wl.iteration_started + wl.iteration_duration
-    span = float(ends.max() - wl.iteration_started.min())
-    return {"rate": wl.successful_iterations / span, "iterations": wl.iterations}
+    return _measured(home, task_file, (), seconds, work / "noop-report.json")
 
 
 def _loop_process(url: str, token: str, threads: int, seconds: float, queue) -> None:
