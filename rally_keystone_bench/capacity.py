@@ -534,8 +534,12 @@ def _start_probe_task(
     would otherwise run several times its length.
     """
     from rally_keystone_bench.rallyenv import rally_executable
+    from rally_keystone_bench.runners.progress import Totals, parse_progress
 
-    cmd = [rally_executable(), "--config-file", str(home.config_path), "task", "start"]
+    # pooled_rps counts for itself: Rally's ITER lines are silenced (CPU).
+    pooled = task_args.get("runner", "pooled_rps") == "pooled_rps"
+    config = home.quiet_config() if pooled else home.config_path
+    cmd = [rally_executable(), "--config-file", str(config), "task", "start"]
     cmd += [str(task_file), "--env", env, "--task-args", json.dumps(task_args)]
     if abort:
         cmd.append("--abort-on-sla-failure")
@@ -545,6 +549,7 @@ def _start_probe_task(
     uuid = stopped = None
     started = done = failed = 0
     first: float | None = None
+    totals = Totals()  # pooled_rps: the latest counts of each runner process
     with open(log_path, "w") as log:
         # its own process group: the runner's worker processes go with it at the end
         proc = subprocess.Popen(
@@ -577,14 +582,17 @@ def _start_probe_task(
                     if m:
                         uuid = m.group(1)
                 m = _ITER_RE.search(line)
-                if m:
-                    if m.group(1) == "START":
+                counted = parse_progress(line)
+                if m or counted:
+                    if counted:
+                        started, done, failed = totals.add(counted)
+                    elif m.group(1) == "START":
                         started += 1
-                        if first is None:
-                            first = time.monotonic()
                     else:
                         done += 1
                         failed += m.group(2) != "OK"
+                    if first is None and started:
+                        first = time.monotonic()
                     if failed:
                         stop("an iteration failed")
                     elif started - done >= slots:

@@ -114,16 +114,39 @@ class RallyHome:
             )
             self.rally("db", "ensure")
 
+    def quiet_config(self) -> Path:
+        """rally.conf, plus Rally's two log lines per iteration silenced.
+
+        For the load generator at high rates: each iteration's ITER START and
+        END lines cost it about 13 % of its CPU, and more to whoever reads
+        stderr. The ``pooled_rps`` runner logs its own counts once a second.
+        Same database and log file as rally.conf.
+        """
+        from oslo_log import _options
+
+        levels = [*_options.DEFAULT_LOG_LEVELS, "rally.task.runner=WARN"]
+        path = self.path / "rally-quiet.conf"
+        text = self.config_path.read_text().replace(
+            "[DEFAULT]\n", f"[DEFAULT]\ndefault_log_levels = {','.join(levels)}\n", 1
+        )
+        path.write_text(text)
+        return path
+
     def environ(self) -> dict[str, str]:
         env = {k: v for k, v in os.environ.items() if not k.startswith(("OS_", "RALLY_"))}
         env["HOME"] = str(self.path)
         return env
 
     def rally(
-        self, *args: str, check: bool = True, capture: bool = True, timeout: float | None = None
+        self,
+        *args: str,
+        check: bool = True,
+        capture: bool = True,
+        timeout: float | None = None,
+        config: Path | None = None,
     ) -> subprocess.CompletedProcess:
         """Run the real rally CLI with our config; raise BenchError on failure when CHECK."""
-        cmd = [rally_executable(), "--config-file", str(self.config_path), *args]
+        cmd = [rally_executable(), "--config-file", str(config or self.config_path), *args]
         proc = subprocess.run(
             cmd,
             env=self.environ(),
