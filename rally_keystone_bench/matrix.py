@@ -94,9 +94,11 @@ def load_deployments(path: str) -> dict[str, Deployment]:
 
 def runner_setting(wl: Workload) -> str:
     """``concurrency 4`` or the runner's text."""
+    from rally_keystone_bench.results import RPS_RUNNERS
+
     if wl.runner_type == "constant" and "concurrency" in wl.runner:
         return f"concurrency {wl.runner['concurrency']}"
-    if wl.runner_type == "rps" and "rps" in wl.runner:
+    if wl.runner_type in RPS_RUNNERS and "rps" in wl.runner:
         return f"rps {wl.runner['rps']}"
     return wl.runner_text()
 

@@ -28,6 +28,8 @@ if TYPE_CHECKING:
 
 TASK_UUID_RE = re.compile(r"^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$", re.I)
 TOTAL = "total"  # pseudo action: the whole iteration, as in Rally's tables
+# Runners whose config holds a target rate: Rally's rps and our pooled_rps.
+RPS_RUNNERS = ("rps", "pooled_rps")
 
 _HTTP_RE = re.compile(r"\bHTTP[ /:]*(?:1\.[01] )?([1-5]\d\d)\b")
 _STATUS_RE = re.compile(r"\b(?:status(?: code)?|code)[ :=]+([1-5]\d\d)\b", re.I)

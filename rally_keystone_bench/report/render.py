@@ -85,8 +85,10 @@ def latency_fit(a: Any, t0: float) -> stats.LinearFit | None:
 
 
 def rps_target(wl: Workload) -> list[tuple[float, float]]:
-    """The rps runner's target rate as (seconds, rate) steps; [] for other runners."""
-    if wl.runner_type != "rps":
+    """An rps runner's target rate as (seconds, rate) steps; [] for other runners."""
+    from rally_keystone_bench.results import RPS_RUNNERS
+
+    if wl.runner_type not in RPS_RUNNERS:
         return []
     cfg = wl.runner.get("rps")
     end = max(wl.load_duration, 1.0)
@@ -130,8 +132,10 @@ def workload_summary(wl: Workload, index: int) -> dict[str, Any]:
             }
         )
         actions[name] = entry
+    from rally_keystone_bench.results import RPS_RUNNERS
+
     achieved = None
-    if wl.runner_type == "rps" and wl.load_duration > 0:
+    if wl.runner_type in RPS_RUNNERS and wl.load_duration > 0:
         achieved = wl.iterations / wl.load_duration
     return {
         "index": index,
@@ -295,10 +299,12 @@ def charts(wl: Workload) -> list[dict[str, str]]:
                 "svg": svg.histogram(a.duration[ok], f"{name} latency histogram"),
             }
         )
-    if wl.runner_type == "rps":
+    from rally_keystone_bench.results import RPS_RUNNERS
+
+    if wl.runner_type in RPS_RUNNERS:
         out.append(
             {
-                "title": "rps runner: target against achieved rate",
+                "title": f"{wl.runner_type} runner: target against achieved rate",
                 "svg": svg.rate_over_time(
                     wl.iteration_started, t0, rps_target(wl), "target and achieved rate"
                 ),

@@ -210,3 +210,24 @@ def test_rps_target_steps_up_to_end():
     rates = [r for _, r in target]
     assert rates[0] == 5 and max(rates) <= 20 and rates == sorted(rates)
     assert render.rps_target(wls[0]) == []
+
+
+def test_pooled_rps_workloads_get_the_rate_chart_and_table_setting_too(tmp_path):
+    # the capacity probes run on pooled_rps: their reports must still show
+    # the target against the achieved rate
+    wl = synthetic.workload(
+        synthetic.iterations(100, seed=9),
+        runner={"times": 100, "rps": 40, "max_concurrency": 200},
+        runner_type="pooled_rps",
+    )
+    (loaded,) = results.from_report(synthetic.report([wl]))
+    assert render.rps_target(loaded)[0] == (0.0, 40.0)
+    from rally_keystone_bench import matrix
+
+    assert matrix.runner_setting(loaded) == "rps 40"
+    src = synthetic.write(str(tmp_path / "r.json"), synthetic.report([wl]))
+    assert cli.main(["report", src, "--out", str(tmp_path / "out")]) == 0
+    html = (tmp_path / "out" / "summary.html").read_text()
+    assert "pooled_rps runner: target against achieved rate" in html
+    summary = json.loads((tmp_path / "out" / "summary.json").read_text())
+    assert summary["workloads"][0]["rps_achieved"] > 0
