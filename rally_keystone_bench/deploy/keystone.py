@@ -61,18 +61,12 @@ _WSGI_HOOK = '''"""Keystone's WSGI application, wrapped by keystone-bench for ev
    later writes while another worker holds the write lock gets "database is
    locked" at once (SQLite skips the busy timeout, it could deadlock). BEGIN
    IMMEDIATE takes the write lock first, so the busy timeout queues writers.
-   Only oslo.db writer transactions (and any it cannot tell) get it: a
-   reader must not queue behind a writer that holds the lock through a
-   bcrypt check (validations then waited up to 300 ms, p95 290 -> 113 ms).
 """
 
-import contextlib
 import json
 import sys
-import threading
 
 import keystone.wsgi.api
-from oslo_db.sqlalchemy import enginefacade
 from sqlalchemy import event
 from sqlalchemy.engine import Engine
 
@@ -106,31 +100,10 @@ def application(environ, start_response):
         return [_BODY]
 
 
-_modes = threading.local()  # the oslo.db transaction scopes open in this thread
-
-
-def _scope(self, context):
-    stack = _modes.__dict__.setdefault("stack", [])
-    stack.append(self._mode)
-    try:
-        with _transaction_scope(self, context) as resource:
-            yield resource
-    finally:
-        stack.pop()
-
-
-_transaction_scope = enginefacade._TransactionContextManager._transaction_scope
-enginefacade._TransactionContextManager._transaction_scope = contextlib.contextmanager(_scope)
-
-
 @event.listens_for(Engine, "before_cursor_execute", retval=True)
 def _begin_immediate(conn, cursor, statement, parameters, context, executemany):
     if statement == "BEGIN" and conn.dialect.name == "sqlite":
-        stack = getattr(_modes, "stack", None)
-        # A reader's transaction stays deferred: it must not queue behind a
-        # writer that holds the lock through a bcrypt check.
-        if not stack or stack[0] not in (enginefacade._READER, enginefacade._ASYNC_READER):
-            statement = "BEGIN IMMEDIATE"
+        statement = "BEGIN IMMEDIATE"
     return statement, parameters
 
 
