@@ -183,18 +183,6 @@ def compare_sides(
     )
 
 
-def build_envs(deps: dict[str, Deployment], run_root: Path) -> None:
-    """Build (or find cached) each side's Keystone environment before anything starts."""
-    from rally_keystone_bench.deploy import venv
-    from rally_keystone_bench.deploy.keystone import LocalKeystone
-    from rally_keystone_bench.runner import progress
-
-    for side, dep in deps.items():
-        extras = LocalKeystone(dep, run_root / side / "keystone")._extra_packages()
-        progress(f"{side}: Keystone environment for {dep.keystone}")
-        venv.ensure_keystone_env(dep.keystone, extras=extras, progress=progress)
-
-
 def main(args: argparse.Namespace) -> int:
     from rally_keystone_bench import compare, runner
 
@@ -218,7 +206,7 @@ def main(args: argparse.Namespace) -> int:
     stamp = runner.utc_stamp()
     out_dir = (Path(args.reports_dir) / stamp).resolve()
     run_root = Path(RUNS_DIR) / f"gate-{stamp}"
-    build_envs(deps, run_root)
+    runner.build_envs(deps, run_root)
     out_dir.mkdir(parents=True, exist_ok=True)
 
     rounds: dict[str, list[list]] = {s: [] for s in SIDES}

@@ -221,7 +221,6 @@ def write_report(
 
 def main(args: argparse.Namespace) -> int:
     from rally_keystone_bench import runner
-    from rally_keystone_bench.gate import build_envs
 
     # Every input is checked (load_deployments validates each deployment), and
     # every environment built, before any load.
@@ -232,7 +231,7 @@ def main(args: argparse.Namespace) -> int:
         raise BenchError(f"--repeat must be at least 1, not {args.repeat}")
     stamp = runner.utc_stamp()
     run_root = Path(RUNS_DIR) / f"matrix-{stamp}"
-    build_envs(deployments, run_root)
+    runner.build_envs(deployments, run_root)
     out_dir = (Path(args.reports_dir) / stamp).resolve()
     out_dir.mkdir(parents=True, exist_ok=True)
     described = {name: dep.describe() for name, dep in deployments.items()}

@@ -22,7 +22,7 @@ import sys
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -89,6 +89,21 @@ def sigterm_as_interrupt() -> Iterator[None]:
         yield
     finally:
         signal.signal(signal.SIGTERM, previous)
+
+
+def build_envs(deps: Mapping[str, Any], run_root: Path) -> None:
+    """Build (or find cached) each deployment's Keystone environment before any load.
+
+    gate and matrix call it first, so a SPEC pip cannot install exits 2
+    before a deployment has started.
+    """
+    from rally_keystone_bench.deploy import venv
+    from rally_keystone_bench.deploy.keystone import LocalKeystone
+
+    for name, dep in deps.items():
+        extras = LocalKeystone(dep, run_root / name / "keystone")._extra_packages()
+        progress(f"{name}: Keystone environment for {dep.keystone}")
+        venv.ensure_keystone_env(dep.keystone, extras=extras, progress=progress)
 
 
 @contextlib.contextmanager

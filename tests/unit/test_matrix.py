@@ -79,14 +79,14 @@ def test_table_has_a_row_per_deployment_setting_and_action(tmp_path):
 def test_a_deployment_that_fails_loses_no_other_results(tmp_path, monkeypatch, capsys):
     import contextlib
 
-    from rally_keystone_bench import gate, runner
+    from rally_keystone_bench import runner
 
     f = tmp_path / "d.yaml"
     f.write_text("one:\n  workers: 1\nbroken:\n  workers: 2\nthree:\n  workers: 4\n")
     task = tmp_path / "t.json"
     task.write_text("{}")
     monkeypatch.chdir(tmp_path)
-    monkeypatch.setattr(gate, "build_envs", lambda deps, root: None)
+    monkeypatch.setattr(runner, "build_envs", lambda deps, root: None)
 
     @contextlib.contextmanager
     def prepared_env(run_dir, deployment):
