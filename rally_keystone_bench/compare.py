@@ -3,10 +3,17 @@
 Workloads are paired when they ran the same scenario with the same
 arguments and runner; each atomic action of a pair gets the ratio of the
 medians (candidate / base) with a bootstrap 95 % confidence interval, the
-Mann-Whitney U p-value, and a verdict that reads like pyperf's. Throughput is
-compared the same way, on successful iterations per second in equal slices of
-the load. The engine also works on samples in memory (:func:`compare_samples`),
-which is how ``gate`` compares rounds pooled per side.
+Mann-Whitney U p-value, and a verdict that reads like pyperf's.
+
+Success is part of the verdict: each action's failure count is tested with
+a one-sided Fisher exact test (:func:`judge_success`), and a significant
+increase of more than ``max_failure_increase`` percentage points is a
+regression, as is a candidate without one successful sample of an action the
+base has (every iteration failed, or none ran). Throughput is compared the
+same way as latency, on successful iterations per second in equal slices of
+the load, and is informative only. The engine also works on samples in memory
+(:func:`compare_samples`, then :func:`judge_success`), which is how ``gate``
+compares rounds pooled per side.
 """
 
 from __future__ import annotations
@@ -15,18 +22,16 @@ import dataclasses
 import json
 import math
 import os
-from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+from xml.sax.saxutils import escape, quoteattr
+
+import numpy as np
 
 from rally_keystone_bench import stats
 from rally_keystone_bench.errors import BenchError
-
-if TYPE_CHECKING:
-    import argparse
-
-    import numpy as np
-
-    from rally_keystone_bench.results import Workload
+from rally_keystone_bench.report.render import environment
+from rally_keystone_bench.results import TOTAL, ActionSamples, Workload, redact
 
 MIN_SAMPLES = 5
 THROUGHPUT = "throughput"
@@ -54,6 +59,15 @@ class Comparison:
     base_overall: float | None = None  # throughput: successful iterations / load seconds
     cand_overall: float | None = None
     round_ratios: list[float] | None = None  # gate: cand/base median of each A/B round
+    # Success (judge_success): occurrences and failures per side, the one-sided
+    # Fisher exact p-value of "the candidate fails more often", and its verdict.
+    base_total: int | None = None
+    base_failed: int | None = None
+    cand_total: int | None = None
+    cand_failed: int | None = None
+    failure_p_value: float | None = None
+    failure_verdict: str = ""
+    failure_regression: bool = False
 
     def as_dict(self) -> dict[str, Any]:
         return {k: _finite(v) for k, v in dataclasses.asdict(self).items()}
@@ -86,6 +100,7 @@ class CompareResult:
     workloads: list[WorkloadComparison]
     only_in_base: list[str] = dataclasses.field(default_factory=list)
     only_in_candidate: list[str] = dataclasses.field(default_factory=list)
+    max_failure_increase: float = 0.0  # percentage points
 
     @property
     def regressions(self) -> list[tuple[WorkloadComparison, Comparison]]:
@@ -96,12 +111,26 @@ class CompareResult:
         return 1 if self.regressions else 0
 
     def headline(self) -> str:
-        """The verdict in one line, before any number."""
-        rules = f"threshold {self.threshold:g}%, alpha {self.alpha:g}"
+        """The verdict in one line, before any number; a drop in success comes first."""
+        rules = (
+            f"threshold {self.threshold:g}%, alpha {self.alpha:g}, "
+            f"max failure increase {self.max_failure_increase:g} points"
+        )
         regs = self.regressions
+        total = sum(len(x.actions) for x in self.workloads)
+        # The whole iteration's failures say most; then each action's, in order.
+        failing = sorted(
+            ((w, c) for w, c in regs if c.failure_regression), key=lambda wc: wc[1].name != "total"
+        )
+        if failing:
+            w, c = failing[0]
+            subject = "iterations" if c.name == "total" else c.name
+            first = f"{subject}: {c.failure_verdict} in {w.scenario} {w.runner}"
+            if len(regs) == 1:
+                return f"REGRESSION ({rules}): {first}"
+            return f"REGRESSION ({rules}): {len(regs)} of {total} actions regressed; first: {first}"
         if regs:
             w, c = max(regs, key=lambda wc: wc[1].ratio)
-            total = sum(len(x.actions) for x in self.workloads)
             worst = f"worst: {c.name} {c.verdict} in {w.scenario} {w.runner}"
             if len(regs) == 1:
                 return f"REGRESSION ({rules}): {c.name} {c.verdict} in {w.scenario} {w.runner}"
@@ -114,6 +143,7 @@ class CompareResult:
             "candidate": self.candidate,
             "threshold_percent": self.threshold,
             "alpha": self.alpha,
+            "max_failure_increase_points": self.max_failure_increase,
             "verdict": self.headline(),
             "regression": bool(self.regressions),
             "exit_code": self.exit_code,
@@ -149,8 +179,6 @@ def compare_one(
     seed: int = stats.DEFAULT_SEED,
 ) -> Comparison:
     """Compare two samples of one figure; ``kind`` says which way is worse."""
-    import numpy as np
-
     b = np.asarray(base, dtype=float)
     c = np.asarray(cand, dtype=float)
     nan = math.nan
@@ -185,6 +213,57 @@ def compare_one(
     )  # fmt: skip
 
 
+def _percent(failed: int, total: int) -> str:
+    return f"{100.0 * failed / total:.1f}%" if total else "n/a"
+
+
+def judge_success(
+    c: Comparison,
+    base: tuple[int, int],
+    cand: tuple[int, int],
+    max_increase: float = 0.0,
+    alpha: float = 0.01,
+) -> Comparison:
+    """Add the success verdict of one action to C; BASE and CAND are (failed, total).
+
+    A regression when the candidate has no successful sample and the base has
+    one, or when its failure rate is higher with a one-sided Fisher exact p <
+    ALPHA and by more than MAX_INCREASE percentage points. The failure verdict
+    then leads C's verdict, and C becomes a regression whatever its latency.
+    """
+    (bf, bn), (cf, cn) = base, cand
+    c.base_total, c.base_failed, c.cand_total, c.cand_failed = bn, bf, cn, cf
+    c.base_success = 100.0 * (1 - bf / bn) if bn else None
+    c.cand_success = 100.0 * (1 - cf / cn) if cn else None
+    base_ok, cand_ok = bn - bf, cn - cf
+    if cn == 0 and base_ok:
+        c.failure_verdict = "none ran" if c.name == "total" else "never ran"
+        c.failure_p_value = None
+        c.failure_regression = True
+    elif cand_ok == 0 and base_ok:
+        c.failure_verdict = f"every one failed (0 of {cn} succeeded; base {_percent(base_ok, bn)})"
+        c.failure_p_value = stats.fisher_exact_greater(bf, bn, cf, cn)
+        c.failure_regression = True
+    elif bn and cn:
+        p = stats.fisher_exact_greater(bf, bn, cf, cn)
+        c.failure_p_value = p
+        increase = 100.0 * (cf / cn - bf / bn)
+        change = (
+            f"failures {_percent(bf, bn)} -> {_percent(cf, cn)} "
+            f"({increase:+.1f} points, {_p_text(p)})"
+        )
+        if p < alpha and increase > max_increase:
+            c.failure_verdict = change
+            c.failure_regression = True
+        elif p < alpha and increase > 0:
+            c.failure_verdict = f"{change}, below the {max_increase:g}-point limit"
+    if c.failure_verdict:
+        c.verdict = f"{c.failure_verdict}; {c.verdict}"
+    if c.failure_regression:
+        c.regression = True
+    return c
+
+
 def compare_samples(
     base: Mapping[str, np.ndarray | Sequence[float]],
     cand: Mapping[str, np.ndarray | Sequence[float]],
@@ -198,6 +277,37 @@ def compare_samples(
         for name in base
         if name in cand
     ]
+
+
+def compare_actions(
+    base: Mapping[str, np.ndarray | Sequence[float]],
+    cand: Mapping[str, np.ndarray | Sequence[float]],
+    base_counts: Mapping[str, tuple[int, int]],
+    cand_counts: Mapping[str, tuple[int, int]],
+    threshold: float = 10.0,
+    alpha: float = 0.01,
+    max_failure_increase: float = 0.0,
+    seed: int = stats.DEFAULT_SEED,
+    check_latency: Callable[[Comparison], None] | None = None,
+) -> list[Comparison]:
+    """Latency and success of every action of the base, in its order.
+
+    BASE and CAND hold each action's successful durations, the counts its
+    (failed, total) occurrences. An action the candidate lacks is compared
+    with nothing (a regression) when the base has a successful sample of it.
+    CHECK_LATENCY may revise a latency verdict before success is judged.
+    """
+    comps = []
+    for name, b in base.items():
+        bf, bn = base_counts.get(name, (0, len(b)))
+        cf, cn = cand_counts.get(name, (0, len(cand.get(name, ()))))
+        if cn == 0 and bf == bn:
+            continue  # no successful sample on either side: nothing to compare
+        comp = compare_one(name, b, cand.get(name, ()), threshold, alpha, "latency", seed)
+        if check_latency is not None:
+            check_latency(comp)
+        comps.append(judge_success(comp, (bf, bn), (cf, cn), max_failure_increase, alpha))
+    return comps
 
 
 def compare_throughput(
@@ -229,25 +339,40 @@ def pair_workloads(
     return pairs, only_base, only_cand
 
 
+def _nothing_ran(base: Workload) -> Workload:
+    """BASE's workload as a candidate that ran no iteration of it."""
+    empty = ActionSamples(TOTAL, np.zeros(0), np.zeros(0), np.zeros(0, dtype=bool))
+    return dataclasses.replace(
+        base,
+        iteration_started=np.zeros(0),
+        iteration_duration=np.zeros(0),
+        iteration_failed=np.zeros(0, dtype=bool),
+        actions={TOTAL: empty},
+        errors=[],
+        load_duration=0.0,
+        pass_sla=False,
+    )
+
+
 def compare_workload(
     base: Workload,
     cand: Workload,
     threshold: float = 10.0,
     alpha: float = 0.01,
     seed: int = stats.DEFAULT_SEED,
+    max_failure_increase: float = 0.0,
 ) -> WorkloadComparison:
     """Every action and the throughput of one pair of workloads."""
-    from rally_keystone_bench.results import redact
-
-    comps = []
-    for name, b in base.actions.items():
-        c = cand.actions.get(name)
-        if c is None:
-            continue
-        comp = compare_one(name, b.ok_durations(), c.ok_durations(), threshold, alpha, seed=seed)
-        comp.base_success = b.success_percent
-        comp.cand_success = c.success_percent
-        comps.append(comp)
+    comps = compare_actions(
+        {n: a.ok_durations() for n, a in base.actions.items()},
+        {n: a.ok_durations() for n, a in cand.actions.items()},
+        {n: (int(a.failed.sum()), a.count) for n, a in base.actions.items()},
+        {n: (int(a.failed.sum()), a.count) for n, a in cand.actions.items()},
+        threshold,
+        alpha,
+        max_failure_increase,
+        seed,
+    )
     thr = compare_throughput(
         base.window_throughput(), cand.window_throughput(), threshold, alpha, seed
     )
@@ -269,9 +394,17 @@ def compare_workloads(
     alpha: float = 0.01,
     base_name: str = "base",
     cand_name: str = "candidate",
+    max_failure_increase: float = 0.0,
 ) -> CompareResult:
-    """Compare every shared workload; BenchError when none is shared."""
-    pairs, only_b, only_c = pair_workloads(base, cand)
+    """Compare every shared workload; BenchError when none is shared.
+
+    A candidate without any workload ran nothing: each of the base's
+    workloads is compared with no iteration, a regression.
+    """
+    if base and not cand:
+        pairs, only_b, only_c = [(b, _nothing_ran(b)) for b in base], [], []
+    else:
+        pairs, only_b, only_c = pair_workloads(base, cand)
     if not pairs:
         raise BenchError(
             f"{cand_name} shares no workload with {base_name} "
@@ -282,9 +415,13 @@ def compare_workloads(
         candidate=cand_name,
         threshold=threshold,
         alpha=alpha,
-        workloads=[compare_workload(b, c, threshold, alpha) for b, c in pairs],
+        workloads=[
+            compare_workload(b, c, threshold, alpha, max_failure_increase=max_failure_increase)
+            for b, c in pairs
+        ],
         only_in_base=[w.label() for w in only_b],
         only_in_candidate=[w.label() for w in only_c],
+        max_failure_increase=max_failure_increase,
     )
 
 
@@ -334,11 +471,23 @@ def format_text(result: CompareResult) -> str:
     return "\n".join(lines)
 
 
-def _write(path: str, text: str) -> None:
+def check_writable(path: str, flag: str) -> None:
+    """BenchError unless PATH can be written: its directory exists, and it is not one."""
     parent = os.path.dirname(os.path.abspath(path))
-    os.makedirs(parent, exist_ok=True)
-    with open(path, "w", encoding="utf-8") as f:
-        f.write(text)
+    if os.path.isdir(path):
+        raise BenchError(f"{flag} {path} is a directory")
+    if not os.path.isdir(parent):
+        raise BenchError(f"{flag} {path}: directory {parent} does not exist")
+    if not os.access(parent, os.W_OK) or (os.path.exists(path) and not os.access(path, os.W_OK)):
+        raise BenchError(f"{flag} {path} is not writable")
+
+
+def _write(path: str, text: str) -> None:
+    try:
+        with open(path, "w", encoding="utf-8") as f:
+            f.write(text)
+    except OSError as exc:
+        raise BenchError(f"cannot write {path}: {exc.strerror or exc}") from None
 
 
 def write_json(result: CompareResult, path: str) -> None:
@@ -347,8 +496,6 @@ def write_json(result: CompareResult, path: str) -> None:
 
 def render_html(result: CompareResult) -> str:
     """A self-contained HTML page of the comparison."""
-    from rally_keystone_bench.report.render import environment
-
     return environment().get_template("compare.html.j2").render(r=result, numbers=_numbers)
 
 
@@ -358,8 +505,6 @@ def write_html(result: CompareResult, path: str) -> None:
 
 def render_junit(result: CompareResult) -> str:
     """JUnit XML: a test case per action and throughput; regressions fail."""
-    from xml.sax.saxutils import quoteattr
-
     cases = []
     failures = 0
     for w in result.workloads:
@@ -384,8 +529,6 @@ def render_junit(result: CompareResult) -> str:
 
 
 def _xml_text(text: str) -> str:
-    from xml.sax.saxutils import escape
-
     return escape(text)
 
 
@@ -393,24 +536,13 @@ def write_junit(result: CompareResult, path: str) -> None:
     _write(path, render_junit(result))
 
 
-def main(args: argparse.Namespace) -> int:
-    """``keystone-bench compare BASE CAND``: 0 no regression, 1 regression, 2 bad input."""
-    from rally_keystone_bench import results
-
-    if not 0.0 < args.alpha < 1.0:
-        raise BenchError(f"--alpha must be between 0 and 1, not {args.alpha}")
-    if args.threshold < 0:
-        raise BenchError(f"--threshold must be a positive percent, not {args.threshold}")
-    base = results.load_any(args.base)
-    cand = results.load_any(args.candidate)
-    result = compare_workloads(
-        base, cand, args.threshold, args.alpha, base_name=args.base, cand_name=args.candidate
-    )
-    print(format_text(result))
-    if args.json:
-        write_json(result, args.json)
-    if args.html:
-        write_html(result, args.html)
-    if args.junit:
-        write_junit(result, args.junit)
-    return result.exit_code
+def check_rules(threshold: float, alpha: float, max_failure_increase: float) -> None:
+    """BenchError unless the verdict's rules are numbers in range (NaN is not)."""
+    if not 0.0 < alpha < 1.0:
+        raise BenchError(f"--alpha must be between 0 and 1, not {alpha}")
+    if not 0.0 <= threshold < math.inf:
+        raise BenchError(f"--threshold must be a percent of 0 or more, not {threshold}")
+    if not 0.0 <= max_failure_increase <= 100.0:
+        raise BenchError(
+            f"--max-failure-increase must be 0 to 100 percentage points, not {max_failure_increase}"
+        )

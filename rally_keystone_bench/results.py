@@ -7,12 +7,22 @@ iterations needs tens of megabytes, not the gigabyte that the whole JSON tree
 would. Nested atomic actions are flattened: each nested action is a sample
 under its own name (``KeystoneTokens.concurrent_create`` gives many
 ``keystone.issue_token`` samples per iteration).
+
+Response time. An iteration run under a target rate by ``pooled_rps`` or
+the Locust engine carries ``intended_start`` (epoch seconds): when the
+schedule wanted it to start. Rally ignores the key; here it gives each
+action a response time beside its duration (the service time, from the
+actual send): the first timed action of the iteration and the iteration
+itself (``total``) are timed from the intended start, so a late send counts
+against them; later actions of the iteration run when the one before them
+ends, as intended, and their response time is their service time.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import json
+import math
 import os
 import re
 import subprocess
@@ -28,8 +38,9 @@ if TYPE_CHECKING:
 
 TASK_UUID_RE = re.compile(r"^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$", re.I)
 TOTAL = "total"  # pseudo action: the whole iteration, as in Rally's tables
-# Runners whose config holds a target rate: Rally's rps and our pooled_rps.
-RPS_RUNNERS = ("rps", "pooled_rps")
+# Runners whose config holds a target rate: Rally's rps, our pooled_rps and the
+# Locust engine's open model (engines/locust).
+RPS_RUNNERS = ("rps", "pooled_rps", "locust")
 
 _HTTP_RE = re.compile(r"\bHTTP[ /:]*(?:1\.[01] )?([1-5]\d\d)\b")
 _STATUS_RE = re.compile(r"\b(?:status(?: code)?|code)[ :=]+([1-5]\d\d)\b", re.I)
@@ -89,6 +100,7 @@ class ActionSamples:
     duration: np.ndarray  # seconds
     started_at: np.ndarray  # epoch seconds
     failed: np.ndarray  # bool
+    intended: np.ndarray | None = None  # epoch seconds each was due; NaN where unknown
 
     @property
     def count(self) -> int:
@@ -103,6 +115,32 @@ class ActionSamples:
     def ok_durations(self) -> np.ndarray:
         """Durations of the occurrences that did not fail."""
         return self.duration[~self.failed]
+
+    @property
+    def has_response_time(self) -> bool:
+        """True when some occurrences know when they were due."""
+        import numpy as np
+
+        return self.intended is not None and bool(np.isfinite(self.intended).any())
+
+    def response_times(self) -> np.ndarray:
+        """Seconds from the intended start to the answer, of successful occurrences
+        that know their intended start (empty when none do)."""
+        import numpy as np
+
+        if self.intended is None:
+            return np.zeros(0)
+        keep = ~self.failed & np.isfinite(self.intended)
+        return (self.started_at[keep] - self.intended[keep]) + self.duration[keep]
+
+    def send_lags(self) -> np.ndarray:
+        """Seconds each occurrence was sent after it was due (all that know it)."""
+        import numpy as np
+
+        if self.intended is None:
+            return np.zeros(0)
+        keep = np.isfinite(self.intended)
+        return self.started_at[keep] - self.intended[keep]
 
 
 @dataclasses.dataclass
@@ -140,6 +178,7 @@ class Workload:
     actions: dict[str, ActionSamples]  # atomic actions in order of appearance, then TOTAL
     errors: list[ErrorGroup]
     source: str = ""
+    iteration_intended: np.ndarray | None = None  # epoch seconds; NaN where unknown
 
     @property
     def iterations(self) -> int:
@@ -201,13 +240,37 @@ class Workload:
         return counts / np.diff(edges)
 
 
+_NAN = float("nan")
+
+
+def _or_none(values: np.ndarray) -> np.ndarray | None:
+    """VALUES, or None when no element is known (no intended starts at all)."""
+    import numpy as np
+
+    return values if values.size and bool(np.isfinite(values).any()) else None
+
+
+def _finite(value: Any, where: str, it_index: int, name: str) -> float:
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        number = math.nan
+    if not math.isfinite(number):
+        raise BenchError(
+            f"{where}: iteration {it_index}: atomic action {name} has a time that is not "
+            f"a finite number: {value!r}"
+        )
+    return number
+
+
 class _ActionAcc:
-    __slots__ = ("duration", "started", "failed")
+    __slots__ = ("duration", "started", "failed", "intended")
 
     def __init__(self) -> None:
         self.duration = array("d")
         self.started = array("d")
         self.failed = array("b")
+        self.intended = array("d")
 
 
 class _WorkloadBuilder:
@@ -219,10 +282,11 @@ class _WorkloadBuilder:
         self.ts = array("d")
         self.dur = array("d")
         self.failed = array("b")
+        self.intended = array("d")
         self.actions: dict[str, _ActionAcc] = {}
         self.errors: dict[tuple[str, int | None], list] = {}
 
-    def _walk(self, atomics: Any, it_index: int) -> None:
+    def _walk(self, atomics: Any, it_index: int, due: float = _NAN) -> None:
         if not isinstance(atomics, list):
             raise BenchError(f"{self.where}: iteration {it_index}: atomic_actions is not a list")
         for a in atomics:
@@ -236,14 +300,23 @@ class _WorkloadBuilder:
                     f"{self.where}: iteration {it_index}: an atomic action lacks its name"
                 ) from None
             if started is not None and finished is not None:
+                started, finished = (
+                    _finite(started, self.where, it_index, name),
+                    _finite(finished, self.where, it_index, name),
+                )
                 acc = self.actions.get(name)
                 if acc is None:
                     acc = self.actions[name] = _ActionAcc()
                 acc.duration.append(float(finished) - float(started))
                 acc.started.append(float(started))
                 acc.failed.append(1 if a.get("failed") else 0)
+                # the first timed action is due at the iteration's intended
+                # start; the next ones when they started (see the docstring)
+                acc.intended.append(min(due, float(started)) if due == due else _NAN)
+                if due == due:
+                    due = float(finished)  # known from here on: not NaN
             if children:
-                self._walk(children, it_index)
+                self._walk(children, it_index, _NAN)
 
     def add_iteration(self, it: Any) -> None:
         i = len(self.dur)
@@ -253,14 +326,21 @@ class _WorkloadBuilder:
             idle = float(it.get("idle_duration") or 0.0)
             error = it.get("error") or []
             atomics = it.get("atomic_actions") or []
+            due = float(it["intended_start"]) if it.get("intended_start") is not None else _NAN
         except (TypeError, KeyError, ValueError, AttributeError):
             raise BenchError(
                 f"{self.where}: iteration {i} is not a Rally iteration "
                 "(needs timestamp and duration)"
             ) from None
+        if not all(math.isfinite(v) for v in (ts, dur, idle)):
+            raise BenchError(
+                f"{self.where}: iteration {i} has a timestamp or duration that is not a "
+                "finite number (NaN or Infinity)"
+            )
         self.ts.append(ts)
         self.dur.append(dur + idle)
         self.failed.append(1 if error else 0)
+        self.intended.append(min(due, ts) if due == due else _NAN)
         if error:
             etype = str(error[0]) if len(error) > 0 else "Error"
             msg = str(error[1]) if len(error) > 1 else ""
@@ -270,7 +350,7 @@ class _WorkloadBuilder:
                 self.errors[key] = [1, shorten_secrets(msg)]
             else:
                 grp[0] += 1
-        self._walk(atomics, i)
+        self._walk(atomics, i, due)
 
     def build(self, task: Mapping[str, Any], subtask: Mapping[str, Any], source: str) -> Workload:
         import numpy as np
@@ -293,8 +373,10 @@ class _WorkloadBuilder:
                 np.frombuffer(acc.duration, dtype=float).copy(),
                 np.frombuffer(acc.started, dtype=float).copy(),
                 np.frombuffer(acc.failed, dtype=np.int8).astype(bool),
+                _or_none(np.frombuffer(acc.intended, dtype=float).copy()),
             )
-        actions[TOTAL] = ActionSamples(TOTAL, dur, ts, failed)
+        intended = _or_none(np.frombuffer(self.intended, dtype=float).copy())
+        actions[TOTAL] = ActionSamples(TOTAL, dur, ts, failed, intended)
         start_time = m.get("start_time")
         if start_time is not None and start_time > 1e12:  # microseconds, as Rally's DB keeps
             start_time = start_time / 1e6
@@ -330,6 +412,7 @@ class _WorkloadBuilder:
             actions=actions,
             errors=errors,
             source=source,
+            iteration_intended=intended,
         )
 
 
@@ -530,7 +613,7 @@ def load(path: str | os.PathLike[str]) -> list[Workload]:
     """
     name = os.fspath(path)
     try:
-        with open(name, encoding="utf-8") as f:
+        with open(name, encoding="utf-8-sig") as f:  # a BOM is not part of the JSON
             return _read_stream(_Stream(f, name))
     except OSError as e:
         raise BenchError(f"{name}: cannot read: {e.strerror or e}") from None
@@ -563,14 +646,20 @@ def load_task(task_uuid: str, rally_home: str | None = None) -> list[Workload]:
     when given, else the rally command with its own configuration.
     """
     home = rally_home or os.environ.get("KEYSTONE_BENCH_RALLY_HOME")
+    if home and not os.path.isfile(os.path.join(home, "rally.conf")):
+        where = "" if rally_home else " (KEYSTONE_BENCH_RALLY_HOME)"
+        raise BenchError(
+            f"{home}{where} is not a keystone-bench Rally home: no rally.conf there; "
+            "it is the rally/ directory of a run, e.g. .keystone-bench/runs/<stamp>/rally"
+        )
     with tempfile.TemporaryDirectory(prefix="kb-report-") as tmp:
         out = os.path.join(tmp, "report.json")
         if home:
-            from rally_keystone_bench.rallyenv import RallyHome
+            from rally_keystone_bench.driver.rally import RallyHome
 
             RallyHome(home).rally("task", "report", task_uuid, "--json", "--out", out)
         else:
-            from rally_keystone_bench.rallyenv import last_line, rally_executable
+            from rally_keystone_bench.driver.rally import last_line, rally_executable
 
             proc = subprocess.run(
                 [rally_executable(), "task", "report", task_uuid, "--json", "--out", out],

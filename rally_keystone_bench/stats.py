@@ -1,8 +1,11 @@
 """Statistics for latency samples, on numpy alone.
 
-Percentiles, an ordinary least-squares fit with a confidence interval on its
-slope, the Mann-Whitney U test, a bootstrap confidence interval of the ratio
-of two medians, and a verdict that reads like pyperf's (``1.31x slower``).
+Percentiles, the one least-squares fit (from moments, so that a streaming
+fit and a batch fit are the same line) with a confidence interval on its
+slope, the streaming slope of latency over time (``StreamingSlope``: add /
+merge / result, as Rally's streaming_algorithms), the Mann-Whitney U test,
+a bootstrap confidence interval of the ratio of two medians, and a verdict
+that reads like pyperf's (``1.31x slower``).
 
 Mann-Whitney U uses the normal approximation with the tie correction and a
 continuity correction of 0.5. For samples of 20 or more on each side the
@@ -136,7 +139,11 @@ def t_quantile(p: float, df: float) -> float:
 
 @dataclasses.dataclass(frozen=True)
 class LinearFit:
-    """y = intercept + slope * x, with a confidence interval on the slope."""
+    """y = intercept + slope * x, with a confidence interval on the slope.
+
+    A fit of fewer than 3 points, or of points all at one x, has NaN
+    figures; ``n`` says how many points it saw.
+    """
 
     slope: float
     intercept: float
@@ -144,9 +151,67 @@ class LinearFit:
     slope_ci: tuple[float, float]
     confidence: float
     n: int
+    r2: float = math.nan
 
     def predict(self, x: float) -> float:
         return self.intercept + self.slope * x
+
+    @property
+    def defined(self) -> bool:
+        return not math.isnan(self.slope)
+
+
+# -- least squares from moments --------------------------------------------------
+# A moment record: [n, mean_x, mean_y, M_xx, M_yy, C_xy]; the one least-squares
+# fit of the package (batch and streaming) is drawn from it.
+Moments = list
+NO_MOMENTS: Moments = [0, 0.0, 0.0, 0.0, 0.0, 0.0]
+
+
+def merge_moments(a: Moments, b: Moments) -> Moments:
+    """Chan et al.'s pairwise update of counts, means and co-moments."""
+    na, nb = a[0], b[0]
+    if nb == 0:
+        return a
+    if na == 0:
+        return list(b)
+    n = na + nb
+    dx = b[1] - a[1]
+    dy = b[2] - a[2]
+    f = na * nb / n
+    return [
+        n,
+        a[1] + dx * nb / n,
+        a[2] + dy * nb / n,
+        a[3] + b[3] + dx * dx * f,
+        a[4] + b[4] + dy * dy * f,
+        a[5] + b[5] + dx * dy * f,
+    ]
+
+
+def moments_of(x: np.ndarray, y: np.ndarray) -> Moments:
+    """The moment record of points (x, y), two-pass (centred) for accuracy."""
+    n = int(x.size)
+    if n == 0:
+        return list(NO_MOMENTS)
+    xm, ym = float(x.mean()), float(y.mean())
+    dx, dy = x - xm, y - ym
+    return [n, xm, ym, float(dx @ dx), float(dy @ dy), float(dx @ dy)]
+
+
+def line(m: Moments, confidence: float = 0.95) -> LinearFit:
+    """The least-squares line of a moment record, with a CONFIDENCE CI of its slope."""
+    n = int(m[0])
+    if n < 3 or m[3] <= 0.0:
+        nan = math.nan
+        return LinearFit(nan, nan, nan, (nan, nan), confidence, n)
+    slope = m[5] / m[3]
+    intercept = m[2] - slope * m[1]
+    sse = max(m[4] - slope * m[5], 0.0)
+    r2 = (m[5] * m[5] / (m[3] * m[4])) if m[4] > 0 else 1.0
+    se = math.sqrt(sse / (n - 2) / m[3])
+    half = t_quantile(0.5 + confidence / 2, n - 2) * se
+    return LinearFit(slope, intercept, se, (slope - half, slope + half), confidence, n, r2)
 
 
 def ols(
@@ -164,21 +229,12 @@ def ols(
     ya = np.asarray(y, dtype=float)
     if xa.shape != ya.shape:
         raise ValueError("x and y differ in length")
-    n = int(xa.size)
-    if n < 3:
+    if xa.size < 3:
         raise ValueError("a line needs at least 3 points")
-    xm, ym = xa.mean(), ya.mean()
-    dx = xa - xm
-    sxx = float(dx @ dx)
-    if sxx == 0.0:
+    fit = line(moments_of(xa, ya), confidence)
+    if not fit.defined:
         raise ValueError("all x values are equal")
-    slope = float(dx @ (ya - ym)) / sxx
-    intercept = float(ym - slope * xm)
-    resid = ya - (intercept + slope * xa)
-    s2 = float(resid @ resid) / (n - 2)
-    se = math.sqrt(s2 / sxx)
-    t = t_quantile(0.5 + confidence / 2, n - 2)
-    return LinearFit(slope, intercept, se, (slope - t * se, slope + t * se), confidence, n)
+    return fit
 
 
 @dataclasses.dataclass(frozen=True)
@@ -329,3 +385,359 @@ def verdict(
     if change_percent(ratio) <= threshold:
         return f"{text}, below the {threshold:g}% threshold"
     return text
+
+
+@dataclasses.dataclass(frozen=True)
+class SignedRank:
+    """Two-sided Wilcoxon signed-rank test of paired differences against 0."""
+
+    w_plus: float  # sum of the ranks of the positive differences
+    n: int  # differences left after dropping zeros
+    p_value: float
+    exact: bool  # exact null distribution (n <= EXACT_SIGNED_RANK_N, no ties)
+
+
+EXACT_SIGNED_RANK_N = 30
+
+
+def _signed_rank_exact_cdf(w: int, n: int) -> float:
+    """P(W+ <= w) under the null for n differences without ties (exact count)."""
+    top = n * (n + 1) // 2
+    counts = [0] * (top + 1)
+    counts[0] = 1
+    for k in range(1, n + 1):  # add rank k, positive or negative
+        for s in range(top, k - 1, -1):
+            counts[s] += counts[s - k]
+    return sum(counts[: max(0, w) + 1]) / 2.0**n
+
+
+def wilcoxon_signed_rank(differences: Sequence[float] | np.ndarray) -> SignedRank:
+    """Wilcoxon signed-rank test: are paired differences centred on 0?
+
+    Zero differences are dropped (Wilcoxon's rule). Up to
+    EXACT_SIGNED_RANK_N differences without tied magnitudes get the exact
+    null distribution; otherwise the normal approximation with the tie and
+    continuity corrections. No difference left gives p = 1.
+    """
+    import numpy as np
+
+    d = np.asarray(differences, dtype=float)
+    d = d[np.isfinite(d) & (d != 0.0)]
+    n = int(d.size)
+    if n == 0:
+        return SignedRank(0.0, 0, 1.0, True)
+    ranks, ties = rank_average(np.abs(d))
+    w_plus = float(ranks[d > 0].sum())
+    if n <= EXACT_SIGNED_RANK_N and ties == 0.0:
+        top = n * (n + 1) / 2.0
+        low = min(w_plus, top - w_plus)
+        p = min(1.0, 2.0 * _signed_rank_exact_cdf(int(round(low)), n))
+        return SignedRank(w_plus, n, p, True)
+    mu = n * (n + 1) / 4.0
+    var = n * (n + 1) * (2 * n + 1) / 24.0 - ties / 48.0
+    if var <= 0:
+        return SignedRank(w_plus, n, 1.0, False)
+    dev = max(abs(w_plus - mu) - 0.5, 0.0)
+    p = min(1.0, math.erfc(dev / math.sqrt(var) / math.sqrt(2.0)))
+    return SignedRank(w_plus, n, p, False)
+
+
+def median_ci(
+    values: Sequence[float] | np.ndarray,
+    confidence: float = 0.95,
+    n_boot: int = 10000,
+    seed: int = DEFAULT_SEED,
+) -> tuple[float, float, float]:
+    """The median of VALUES and its bootstrap percentile CI: (median, low, high).
+
+    Seeded, so the same input gives the same interval; empty input gives nans.
+    """
+    import numpy as np
+
+    a = np.sort(np.asarray(values, dtype=float))
+    a = a[np.isfinite(a)]
+    if a.size == 0:
+        return math.nan, math.nan, math.nan
+    meds = bootstrap_medians(a, n_boot, np.random.default_rng(seed))
+    alpha = 1.0 - confidence
+    lo, hi = np.quantile(meds, [alpha / 2, 1 - alpha / 2])
+    return float(np.median(a)), float(lo), float(hi)
+
+
+def _log_comb(n: int, k: int) -> float:
+    return math.lgamma(n + 1) - math.lgamma(k + 1) - math.lgamma(n - k + 1)
+
+
+def fisher_exact_greater(failed_a: int, n_a: int, failed_b: int, n_b: int) -> float:
+    """One-sided Fisher exact test: is B's failure proportion greater than A's?
+
+    The p-value is P(X >= failed_b) for X hypergeometric with the table's
+    margins (n_a + n_b trials, failed_a + failed_b failures, n_b drawn). The
+    sum walks away from the mode with the ratio of neighbouring terms and
+    stops when they no longer count, so 10^5 trials a side take milliseconds.
+    """
+    if not (0 <= failed_a <= n_a and 0 <= failed_b <= n_b):
+        raise ValueError("failures must be between 0 and the number of trials")
+    k = failed_a + failed_b
+    n = n_a + n_b
+    lo, hi = max(0, k - n_a), min(k, n_b)
+    if failed_b <= lo:
+        return 1.0
+    log_denominator = _log_comb(n, k)
+
+    def pmf(x: int) -> float:
+        return math.exp(_log_comb(n_b, x) + _log_comb(n_a, k - x) - log_denominator)
+
+    mode = (n_b + 1) * (k + 1) // (n + 2)
+    if failed_b > mode:  # upper tail, terms decreasing from failed_b on
+        x, term, total = failed_b, pmf(failed_b), 0.0
+        while x <= hi:
+            total += term
+            if term < total * 1e-17:
+                break
+            term *= (n_b - x) * (k - x) / ((x + 1) * (n_a - k + x + 1))
+            x += 1
+        return min(1.0, total)
+    # failed_b at or below the mode: 1 - P(X <= failed_b - 1), terms decreasing downwards.
+    x, term, total = failed_b - 1, pmf(failed_b - 1), 0.0
+    while x >= lo:
+        total += term
+        if term < total * 1e-17:
+            break
+        term *= x * (n_a - k + x) / ((n_b - x + 1) * (k - x + 1))
+        x -= 1
+    return min(1.0, max(0.0, 1.0 - total))
+
+
+# -- the streaming slope ---------------------------------------------------------
+_FLUSH_POINTS = 4096  # raw points are folded into the per-second moments in numpy chunks
+
+
+def _group_moments(keys: np.ndarray, x: np.ndarray, y: np.ndarray):
+    """Per distinct key: (keys, moments rows, min x, max x), two-pass in numpy."""
+    import numpy as np
+
+    order = np.argsort(keys, kind="stable")
+    keys, x, y = keys[order], x[order], y[order]
+    starts = np.flatnonzero(np.r_[True, keys[1:] != keys[:-1]])
+    n = np.diff(np.r_[starts, keys.size]).astype(float)
+    idx = np.repeat(np.arange(starts.size), n.astype(int))
+    mx = np.add.reduceat(x, starts) / n
+    my = np.add.reduceat(y, starts) / n
+    dx = x - mx[idx]
+    dy = y - my[idx]
+    # second pass: correct the means by the mean residual, then re-centre
+    mx += np.add.reduceat(dx, starts) / n
+    my += np.add.reduceat(dy, starts) / n
+    dx = x - mx[idx]
+    dy = y - my[idx]
+    rows = np.column_stack(
+        [
+            n,
+            mx,
+            my,
+            np.add.reduceat(dx * dx, starts),
+            np.add.reduceat(dy * dy, starts),
+            np.add.reduceat(dx * dy, starts),
+        ]
+    )
+    return (
+        keys[starts],
+        rows.tolist(),
+        np.minimum.reduceat(x, starts).tolist(),
+        np.maximum.reduceat(x, starts).tolist(),
+    )
+
+
+def _add_grouped(seconds: dict[int, list], keys: np.ndarray, x: np.ndarray, y: np.ndarray) -> None:
+    """Merge points into per-second records [moments, min_x, max_x]."""
+    uk, rows, lo, hi = _group_moments(keys, x, y)
+    for k, row, mn, mx in zip(uk.tolist(), rows, lo, hi, strict=True):
+        cur = seconds.get(int(k))
+        if cur is None:
+            seconds[int(k)] = [row, mn, mx]
+        else:
+            cur[0] = merge_moments(cur[0], row)
+            cur[1] = min(cur[1], mn)
+            cur[2] = max(cur[2], mx)
+
+
+@dataclasses.dataclass(frozen=True)
+class SlopeResult:
+    """The streaming slope's line over the points past the warm-up."""
+
+    fit: LinearFit
+    span: float  # x range of the points: seconds, or iterations - 1
+
+    @property
+    def n(self) -> int:
+        return self.fit.n
+
+
+class StreamingSlope:
+    """Least-squares slope of latency over time past a warm-up, in bounded memory.
+
+    ``start(ts)`` notes an iteration's start (failed ones too: the warm-up
+    runs from the earliest); ``add(x, y)`` a point (a start time and a
+    latency); ``merge(other)`` takes in another engine's points;
+    ``result()`` is the line over every point with ``x >= first + warmup``,
+    the same line as ``ols`` on those points whatever the arrival order.
+
+    It keeps, per whole second of x (from a fixed origin), the moments of
+    the points whose second lies wholly after the boundary ``first +
+    warmup`` (which can only move earlier, so such a point is past the
+    warm-up for good), and the raw points of the seconds not yet wholly past
+    it (the warm-up's). When an earlier first start arrives, the points now
+    wholly past the boundary move into the seconds.
+
+    ``x_mode="iteration"``: x is the rank by start time among the points;
+    all points of one second get that second's mid-rank.
+    """
+
+    def __init__(self, warmup: float, x_mode: str = "time") -> None:
+        self.warmup = warmup
+        self.x_mode = x_mode
+        self.first = math.inf  # earliest iteration start seen
+        self.origin: float | None = None  # fixed x origin: floor of the first start seen
+        self._buf_x: list[float] = []
+        self._buf_y: list[float] = []
+        self._seconds: dict[int, list] = {}  # second -> [moments, min_x, max_x]
+        self._zone_x: list = []  # raw points not yet wholly past the boundary (absolute x)
+        self._zone_y: list = []
+        self._zone_key: float = math.inf  # boundary second at the last fold
+        self._version = 0
+        self._cache: tuple[int, SlopeResult | None] | None = None
+
+    # -- add / merge / result ------------------------------------------------
+    def start(self, ts: float) -> None:
+        self._version += 1
+        if ts < self.first:
+            self.first = ts
+            if self.origin is None:
+                self.origin = float(math.floor(ts))
+
+    def add(self, x: float, y: float) -> None:
+        self._version += 1
+        self._buf_x.append(x)
+        self._buf_y.append(y)
+
+    @property
+    def pending(self) -> int:
+        """Points added since the last fold."""
+        return len(self._buf_x)
+
+    def merge(self, other: StreamingSlope) -> StreamingSlope:
+        """Take in OTHER's starts and points (same warm-up and x mode)."""
+        import numpy as np
+
+        if other.origin is None:
+            return self
+        self._version += 1
+        other._flush()
+        self.start(other.first)
+        self._flush()
+        shift = other.origin - self.origin  # whole seconds: both origins are floors
+        for k, (m, lo, hi) in other._seconds.items():
+            row = [m[0], m[1] + shift, *m[2:]]
+            key = int(k + shift)
+            cur = self._seconds.get(key)
+            if cur is None:
+                self._seconds[key] = [row, lo + shift, hi + shift]
+            else:
+                cur[0] = merge_moments(cur[0], row)
+                cur[1], cur[2] = min(cur[1], lo + shift), max(cur[2], hi + shift)
+        if other._zone_x:
+            self._buf_x.extend(np.concatenate(other._zone_x).tolist())
+            self._buf_y.extend(np.concatenate(other._zone_y).tolist())
+        self._flush()
+        return self
+
+    def result(self) -> SlopeResult | None:
+        """The line over every point past the warm-up so far; None without points."""
+        self._flush()
+        if self.origin is None:
+            return None
+        if self._cache is not None and self._cache[0] == self._version:
+            return self._cache[1]
+        seconds = self._post_warmup_seconds()
+        total: Moments = list(NO_MOMENTS)
+        lo, hi = math.inf, -math.inf
+        if self.x_mode == "iteration":
+            offset = 0
+            for k in sorted(seconds):
+                row = seconds[k][0]
+                nb = row[0]
+                mid = offset + (nb - 1) / 2.0
+                total = merge_moments(total, [nb, mid, row[2], 0.0, row[4], 0.0])
+                offset += int(nb)
+            lo, hi = 0.0, float(max(offset - 1, 0))
+        else:
+            for v in seconds.values():
+                total = merge_moments(total, v[0])
+                lo, hi = min(lo, v[1]), max(hi, v[2])
+        out = SlopeResult(line(total), hi - lo) if total[0] else None
+        self._cache = (self._version, out)
+        return out
+
+    # -- internals -----------------------------------------------------------
+    def _boundary(self) -> float:
+        return self.first + self.warmup
+
+    def _boundary_key(self) -> float:
+        return math.floor(self._boundary() - self.origin)
+
+    def _flush(self) -> None:
+        """Fold buffered points into the seconds, or keep them raw in the zone."""
+        import numpy as np
+
+        if self.origin is None:
+            return
+        bkey = self._boundary_key()
+        if bkey < self._zone_key:
+            # an earlier first start arrived: the zone shrinks
+            self._fold_zone(bkey)
+            self._zone_key = bkey
+        if self._buf_x:
+            x = np.array(self._buf_x)
+            y = np.array(self._buf_y)
+            self._buf_x = []
+            self._buf_y = []
+            keys = np.floor(x - self.origin)
+            out = keys > bkey
+            if out.any():
+                _add_grouped(self._seconds, keys[out], x[out] - self.origin, y[out])
+                x, y = x[~out], y[~out]
+            if x.size:
+                self._zone_x.append(x)
+                self._zone_y.append(y)
+
+    def _fold_zone(self, bkey: float) -> None:
+        """Move zone points whose second lies wholly after the boundary into the seconds."""
+        import numpy as np
+
+        if not self._zone_x:
+            return
+        x = np.concatenate(self._zone_x) if len(self._zone_x) > 1 else self._zone_x[0]
+        y = np.concatenate(self._zone_y) if len(self._zone_y) > 1 else self._zone_y[0]
+        keys = np.floor(x - self.origin)
+        out = keys > bkey
+        if out.any():
+            _add_grouped(self._seconds, keys[out], x[out] - self.origin, y[out])
+            keep = ~out
+            x, y = x[keep], y[keep]
+        self._zone_x = [x] if x.size else []
+        self._zone_y = [y] if y.size else []
+
+    def _post_warmup_seconds(self) -> dict[int, list]:
+        """Seconds plus the zone points at or past the boundary, grouped by second."""
+        import numpy as np
+
+        merged = {k: [list(v[0]), v[1], v[2]] for k, v in self._seconds.items()}
+        if self._zone_x:
+            x = np.concatenate(self._zone_x)
+            y = np.concatenate(self._zone_y)
+            past = x >= self._boundary()
+            if past.any():
+                xs = x[past] - self.origin
+                _add_grouped(merged, np.floor(xs), xs, y[past])
+        return merged

@@ -18,20 +18,38 @@ import dataclasses
 import json
 import os
 import secrets
+import sqlite3
 import subprocess
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
-from rally_keystone_bench.deploy import databases, memcached, process, servers, venv
+from rally_keystone_bench.deploy import (
+    balancer as balancing,
+)
+from rally_keystone_bench.deploy import (
+    databases,
+    directory,
+    files,
+    memcached,
+    nginx,
+    process,
+    servers,
+    storage,
+    venv,
+)
 from rally_keystone_bench.errors import BenchError
 
-SERVERS = ("uwsgi", "gunicorn", "apache")
+SERVERS = ("uwsgi", "gunicorn", "apache", "nginx")
 DATABASES = ("sqlite", "postgresql", "mysql")
 CACHES = ("none", "memcached")
+IDENTITIES = ("sql", "ldap")
+# Keystone's LDAP driver and its connection pools, in Keystone's environment.
+# ldappool imports six without declaring it.
+LDAP_PACKAGES = ("python-ldap", "ldappool", "six")
 
 ADMIN_USER = "admin"
 ADMIN_PROJECT = "admin"
@@ -39,76 +57,6 @@ REGION = "RegionOne"
 START_TIMEOUT = 120.0
 
 Progress = Callable[[str], None]
-
-WSGI_HOOK_MODULE = servers.HOOK_MODULE
-
-# Imported in each server process (uWSGI ``import =``, gunicorn's and
-# mod_wsgi's generated entry points) before ``keystone.wsgi.api:application``
-# is looked up; it replaces that callable in place.
-_WSGI_HOOK = '''"""Keystone's WSGI application, wrapped by keystone-bench for every server.
-
-1. An exception that escapes Keystone's WSGI stack (seen: SQLite's "database is
-   locked" raised under Keystone's middleware, outside Flask's error handlers)
-   makes uWSGI close the worker connection without a byte of response. The
-   HTTP router, in keep-alive mode, takes that empty response for a finished
-   one, keeps the client connection open and waits for the next request: the
-   client hangs until http-timeout (60 s), then gets
-   "Remote end closed connection without response". Here such an exception
-   becomes a 500 with a Content-Length, which the router forwards at once
-   (gunicorn and mod_wsgi answer 500 themselves; the wrapper changes nothing
-   there but the log line).
-2. SQLite: oslo.db opens every transaction with a deferred BEGIN. A reader that
-   later writes while another worker holds the write lock gets "database is
-   locked" at once (SQLite skips the busy timeout, it could deadlock). BEGIN
-   IMMEDIATE takes the write lock first, so the busy timeout queues writers.
-"""
-
-import json
-import sys
-
-import keystone.wsgi.api
-from sqlalchemy import event
-from sqlalchemy.engine import Engine
-
-_keystone = keystone.wsgi.api.application
-_BODY = json.dumps(
-    {
-        "error": {
-            "code": 500,
-            "title": "Internal Server Error",
-            "message": "An unexpected error prevented the server from fulfilling your request.",
-        }
-    }
-).encode()
-
-
-def application(environ, start_response):
-    started = []
-
-    def _start(status, headers, exc_info=None):
-        started.append(status)
-        return start_response(status, headers, exc_info)
-
-    try:
-        return _keystone(environ, _start)
-    except Exception:
-        if started:
-            raise
-        sys.excepthook(*sys.exc_info())
-        headers = [("Content-Type", "application/json"), ("Content-Length", str(len(_BODY)))]
-        start_response("500 Internal Server Error", headers, sys.exc_info())
-        return [_BODY]
-
-
-@event.listens_for(Engine, "before_cursor_execute", retval=True)
-def _begin_immediate(conn, cursor, statement, parameters, context, executemany):
-    if statement == "BEGIN" and conn.dialect.name == "sqlite":
-        statement = "BEGIN IMMEDIATE"
-    return statement, parameters
-
-
-keystone.wsgi.api.application = application
-'''
 
 
 def _quiet(_: str) -> None:
@@ -128,6 +76,43 @@ class Deployment:
     cache: str = "none"
     password_hash_rounds: int | None = None
     port: int | None = None
+    # identity: sql, or ldap (a local slapd; its users in a domain of their own)
+    identity: str = "sql"
+    ldap_pool: bool | None = None  # use_pool and use_auth_pool; None: Keystone's default
+    ldap_pool_size: int | None = None
+    ldap_auth_pool_size: int | None = None
+    ldap_tls: bool = False
+    ldap_port: int | None = None
+    ldap_users: int = 8
+    nodes: int | None = None  # N Keystone servers behind the balancer; None: one, no balancer
+    balancer: str | None = None  # haproxy (the default once nodes is set)
+    db_storage: str = "disk"  # disk, or tmpfs (/dev/shm): where the database's files live
+    # uWSGI's HTTP router gives up on a silent worker after this many seconds (a
+    # 502), so a request whose worker died answers sooner than uWSGI's 60 s. It
+    # stays above the SQLite default's 30 s busy timeout, so that a writer that
+    # waits out a held lock still answers its own 500 (test_keepalive).
+    request_timeout: int = 35
+
+    @classmethod
+    def from_mapping(cls, values: Mapping[str, Any], where: str) -> Deployment:
+        """A Deployment from KEY: VALUE pairs (a deployment file, CLI options, KEY=VALUE).
+
+        Unset keys keep their defaults. WHERE names the source in the
+        BenchError for an unknown key or a bad value.
+        """
+        fields = {f.name: f for f in dataclasses.fields(cls)}
+        dep = cls()
+        for key, value in values.items():
+            name = str(key).replace("-", "_")
+            if name not in fields:
+                known = ", ".join(sorted(fields))
+                raise BenchError(f"{where}: unknown key {key!r} (known: {known})")
+            default = getattr(dep, name)
+            if value is None and default is not None:
+                raise BenchError(f"{where}: {key} needs a value (default {default})")
+            if value is not None:
+                setattr(dep, name, _field_value(str(fields[name].type), value, f"{where}: {key}"))
+        return dep
 
     def validate(self) -> None:
         """Raise BenchError on a setting that cannot work, before anything starts."""
@@ -139,6 +124,8 @@ class Deployment:
             raise BenchError(f"cache must be one of {', '.join(CACHES)}, not {self.cache!r}")
         if self.workers < 1:
             raise BenchError(f"workers must be at least 1, not {self.workers}")
+        if not 1 <= self.request_timeout <= 3600:
+            raise BenchError(f"request timeout must be 1-3600 s, not {self.request_timeout}")
         if self.threads < 1:
             raise BenchError(f"threads must be at least 1, not {self.threads}")
         if self.password_hash_rounds is not None and not 4 <= self.password_hash_rounds <= 31:
@@ -153,6 +140,65 @@ class Deployment:
             raise BenchError("--db-url needs --db postgresql or --db mysql")
         if self.cache == "memcached":
             memcached.executable()
+        if self.server == "nginx":
+            nginx.executable()
+        balancing.check(self.nodes, self.balancer, self.db)
+        storage.check(self.db_storage, self.db, self.db_url)
+        self._validate_identity()
+
+    def _validate_identity(self) -> None:
+        if self.identity not in IDENTITIES:
+            raise BenchError(
+                f"identity must be one of {', '.join(IDENTITIES)}, not {self.identity!r}"
+            )
+        if isinstance(self.ldap_pool, str):
+            self.ldap_pool = _on_off(self.ldap_pool)
+        if isinstance(self.ldap_tls, str):
+            self.ldap_tls = _on_off(self.ldap_tls, "--ldap-tls")
+        ldap_only = {
+            "--ldap-pool": self.ldap_pool is not None,
+            "--ldap-pool-size": self.ldap_pool_size is not None,
+            "--ldap-auth-pool-size": self.ldap_auth_pool_size is not None,
+            "--ldap-tls": bool(self.ldap_tls),
+            "--ldap-port": self.ldap_port is not None,
+            "--ldap-users": self.ldap_users != Deployment.ldap_users,
+        }
+        if self.identity != "ldap":
+            given = [flag for flag, is_set in ldap_only.items() if is_set]
+            if given:
+                raise BenchError(f"{given[0]} needs --identity ldap")
+            return
+        for name in ("ldap_pool_size", "ldap_auth_pool_size"):
+            value = getattr(self, name)
+            if value is not None and value < 1:
+                flag = "--" + name.replace("_", "-")
+                raise BenchError(f"{flag} must be at least 1, not {value}")
+        if self.ldap_users < 1:
+            raise BenchError(f"--ldap-users must be at least 1, not {self.ldap_users}")
+        directory.check_installed(bool(self.ldap_tls))
+        if self.ldap_port is not None:
+            if self.ldap_port == self.port:
+                raise BenchError(f"--ldap-port {self.ldap_port} is Keystone's --port too")
+            process.ensure_port_free(self.ldap_port)
+
+    def ldap_settings(self) -> str:
+        """The LDAP part of describe(): pools, sizes, TLS."""
+        if self.identity != "ldap":
+            return ""
+        pool = {None: "default", True: "on", False: "off"}[self.ldap_pool]
+        parts = [f"ldap{'s' if self.ldap_tls else ''}", f"pool={pool}"]
+        if self.ldap_pool_size is not None:
+            parts.append(f"pool_size={self.ldap_pool_size}")
+        if self.ldap_auth_pool_size is not None:
+            parts.append(f"auth_pool_size={self.ldap_auth_pool_size}")
+        return " ".join(parts)
+
+    def storage_device(self) -> str:
+        """``tmpfs``, or the disk's device as lsblk describes it (rotational or not)."""
+        if self.db_storage == "tmpfs":
+            return "tmpfs"
+        where = {"postgresql": "/var/lib/postgresql", "mysql": "/var/lib/mysql"}.get(self.db, ".")
+        return storage.device_of(Path(where) if Path(where).exists() else Path("."))
 
     def describe(self) -> str:
         parts = [self.keystone, self.server, f"{self.workers}x{self.threads}", self.db]
@@ -160,7 +206,44 @@ class Deployment:
             parts.append(self.cache)
         if self.password_hash_rounds:
             parts.append(f"rounds={self.password_hash_rounds}")
+        if self.identity == "ldap":
+            parts.append(self.ldap_settings())
+        if self.nodes is not None:
+            parts.append(f"{self.nodes} nodes behind {self.balancer or 'haproxy'}")
+        parts.append(f"db on {self.storage_device()}")
         return " ".join(parts)
+
+
+def _on_off(value: Any, what: str = "--ldap-pool") -> bool:
+    """VALUE as on/off: true, "on", "yes" or their opposites."""
+    if isinstance(value, bool):
+        return value
+    text = str(value).strip().lower()
+    if text in ("on", "true", "yes", "1"):
+        return True
+    if text in ("off", "false", "no", "0"):
+        return False
+    raise BenchError(f"{what} must be on or off, not {value!r}")
+
+
+def _field_value(kind: str, value: Any, what: str) -> Any:
+    """VALUE as the type a Deployment field is annotated with (int, bool or str).
+
+    An integer is 3 or "3", never 2.9, true or "two"; a word is never a
+    mapping, a list or a boolean.
+    """
+    if kind.startswith("bool"):
+        return _on_off(value, what)
+    if kind.startswith("int"):
+        if isinstance(value, bool) or (isinstance(value, float) and not value.is_integer()):
+            raise BenchError(f"{what} must be an integer, not {value!r}")
+        try:
+            return int(value)
+        except (TypeError, ValueError, OverflowError):
+            raise BenchError(f"{what} must be an integer, not {value!r}") from None
+    if isinstance(value, dict | list | bool):
+        raise BenchError(f"{what} must be a word, not {value!r}")
+    return str(value)
 
 
 def read_password(path: Path) -> str:
@@ -185,15 +268,28 @@ class LocalKeystone:
         progress: Progress = _quiet,
     ) -> None:
         self.deployment = deployment or Deployment()
+        # Without a deployment (keystone down/status), the run's own is read from its state.
+        self._deployment_given = deployment is not None
         self.run_dir = Path(run_dir).resolve()
         self.progress = progress
         self.port: int | None = self.deployment.port
         self.pids: dict[str, int] = {}
+        self.processes: dict[str, dict] = {}  # name -> process.identity() when started
         self.venv: Path | None = None
         self.database: databases.Database | None = None  # dropped at teardown
         self.memcached_port: int | None = None
+        self.ldap_port: int | None = self.deployment.ldap_port
+        self.node_ports: list[int] = []  # with nodes: each node's own port
+        self.private_db_port: int | None = None  # --db-storage tmpfs: our own PostgreSQL
 
     # -- paths -------------------------------------------------------------
+    @property
+    def sqlite_path(self) -> Path:
+        """The SQLite database file: in the run directory, or on tmpfs."""
+        if self.deployment.db_storage == "tmpfs":
+            return storage.tmpfs_dir(self.run_dir) / "keystone.db"
+        return self.run_dir / "keystone.db"
+
     @property
     def config_path(self) -> Path:
         return self.run_dir / "keystone.conf"
@@ -222,6 +318,26 @@ class LocalKeystone:
     @property
     def state_path(self) -> Path:
         return self.run_dir / "state.json"
+
+    @property
+    def domain_config_dir(self) -> Path:
+        return self.run_dir / "domains"
+
+    @property
+    def ldap_directory(self) -> directory.Directory | None:
+        """The run's LDAP directory (identity ldap), in RUN_DIR/ldap."""
+        if self.deployment.identity != "ldap" or self.ldap_port is None:
+            return None
+        dep = self.deployment
+        return directory.Directory(
+            self.run_dir / "ldap", self.ldap_port, tls=bool(dep.ldap_tls), users=dep.ldap_users
+        )
+
+    @property
+    def directory_users_path(self) -> Path | None:
+        """Names and passwords of the LDAP domain's users (0600), or None with SQL identity."""
+        found = self.ldap_directory
+        return found.users_path if found is not None else None
 
     @property
     def auth_url(self) -> str:
@@ -260,10 +376,17 @@ class LocalKeystone:
         dep = self.deployment
         dep.validate()
         self.run_dir.mkdir(parents=True, exist_ok=True)
+        os.chmod(self.run_dir, 0o700)  # keys, database, config: its owner's only
         self._load_state()
         if self.port is None:
             self.port = process.find_free_port()
-        elif self.pids:
+        if dep.nodes is not None and len(self.node_ports) != dep.nodes:
+            self.node_ports = []
+            while len(self.node_ports) < dep.nodes:
+                free = process.find_free_port()
+                if free != self.port and free not in self.node_ports:
+                    self.node_ports.append(free)
+        if self.pids:
             raise BenchError(f"a Keystone from {self.run_dir} is already running: stop it first")
         self.venv = venv.ensure_keystone_env(
             dep.keystone, extras=self._extra_packages(), progress=self.progress
@@ -287,9 +410,35 @@ class LocalKeystone:
         PostgreSQL/MySQL database is dropped too. ``restart`` keeps it.
         """
         self._load_state()
-        for _name, pid in sorted(self.pids.items()):
+        for name, pid in sorted(self.pids.items()):
+            recorded = self.processes.get(name)
+            if recorded is None or recorded.get("pid") != pid:
+                if process.is_alive(pid):
+                    self.progress(
+                        f"{name}: pid {pid} has no recorded start time, so it may not be "
+                        "the process this deployment started: not signalled"
+                    )
+                continue
+            if not process.is_same_process(recorded):
+                if process.is_alive(pid):
+                    self.progress(
+                        f"{name}: pid {pid} is no longer the process this deployment "
+                        "started (another start time or command): not signalled"
+                    )
+                continue
             process.terminate(pid)
         self.pids = {}
+        self.processes = {}
+        found = self.ldap_directory
+        if teardown and found is not None:
+            found.remove_data()
+            (self.run_dir / ".initialised").unlink(missing_ok=True)
+        if teardown and self.deployment.db_storage == "tmpfs":
+            # A private server's data, or the SQLite file: all of it goes.
+            storage.remove(self.run_dir)
+            self.progress(f"removed {storage.tmpfs_dir(self.run_dir)}")
+            self.database = None
+            (self.run_dir / ".initialised").unlink(missing_ok=True)
         if teardown and self.database is not None and self.venv is not None:
             databases.drop(self.venv, self.database)
             self.progress(f"dropped database {self.database.name}")
@@ -305,15 +454,19 @@ class LocalKeystone:
 
     def is_running(self) -> bool:
         self._load_state()
-        return bool(self.pids) and all(process.is_alive(p) for p in self.pids.values())
+        return bool(self.pids) and all(self._is_ours(n, p) for n, p in self.pids.items())
+
+    def _is_ours(self, name: str, pid: int) -> bool:
+        recorded = self.processes.get(name)
+        return (
+            recorded is not None
+            and recorded.get("pid") == pid
+            and (process.is_same_process(recorded))
+        )
 
     def answers(self) -> bool:
         """True when GET /v3 answers 200."""
-        try:
-            with urllib.request.urlopen(self.auth_url, timeout=5) as resp:
-                return resp.status == 200
-        except (OSError, urllib.error.URLError):
-            return False
+        return _answers(self.auth_url)
 
     # -- internals ---------------------------------------------------------
     def _extra_packages(self) -> tuple[str, ...]:
@@ -328,6 +481,8 @@ class LocalKeystone:
             extras.append("PyMySQL")
         if self.deployment.cache == "memcached":
             extras.append("pymemcache")
+        if self.deployment.identity == "ldap":
+            extras.extend(LDAP_PACKAGES)
         return tuple(extras)
 
     def _bin(self, name: str) -> str:
@@ -344,7 +499,7 @@ class LocalKeystone:
         if self.deployment.db == "sqlite":
             # A busy timeout makes writers wait for each other instead of
             # failing at once with "database is locked".
-            return f"sqlite:///{self.run_dir / 'keystone.db'}?timeout=30"
+            return f"sqlite:///{self.sqlite_path}?timeout=30"
         if self.database is None:
             raise BenchError(f"no {self.deployment.db} database was created")
         return self.database.keystone_url
@@ -353,8 +508,13 @@ class LocalKeystone:
         """Create the PostgreSQL/MySQL database (once) and start memcached."""
         dep = self.deployment
         assert self.venv is not None
+        if dep.db == "sqlite" and dep.db_storage == "tmpfs":
+            self.sqlite_path.parent.mkdir(mode=0o700, exist_ok=True)
+        db_url = dep.db_url
+        if dep.db == "postgresql" and dep.db_storage == "tmpfs":
+            db_url = self._start_private_postgres()
         if dep.db != "sqlite" and self.database is None:
-            url = databases.server_url(dep.db, dep.db_url)
+            url = databases.server_url(dep.db, db_url)
             self.database = databases.create(self.venv, dep.db, url)
             self.progress(f"created {dep.db} database {self.database.name}")
             self._write_state()
@@ -365,39 +525,51 @@ class LocalKeystone:
             self.pids["memcached"] = memcached.start(self.memcached_port, log)
             self.progress(f"memcached started on port {self.memcached_port}")
             self._write_state()
+        if dep.identity == "ldap":
+            self._start_directory()
+
+    def _start_private_postgres(self) -> str:
+        """PostgreSQL of our own with its data on tmpfs; its server URL."""
+        if self.private_db_port is None:
+            self.private_db_port = process.find_free_port()
+        log = self.run_dir / "postgresql.log"
+        # Named to sort after every Keystone process: stop() ends it last.
+        self.pids["storage-postgres"] = storage.start_postgres(
+            self.run_dir, self.private_db_port, log
+        )
+        self.progress(
+            f"private PostgreSQL on port {self.private_db_port}, data in "
+            f"{storage.pg_data_dir(self.run_dir)} (tmpfs)"
+        )
+        self._write_state()
+        return f"postgresql://postgres@127.0.0.1:{self.private_db_port}"
+
+    def _start_directory(self) -> None:
+        """slapd on its own port, filled with the run's users before Keystone starts."""
+        if self.ldap_port is None:
+            self.ldap_port = process.find_free_port()
+            while self.ldap_port == self.port:
+                self.ldap_port = process.find_free_port()
+        found = self.ldap_directory
+        assert found is not None
+        if not found.prepared:
+            found.prepare()
+            self.progress(f"LDAP directory filled with {found.users} users in {found.run_dir}")
+        self.pids["slapd"] = found.start()
+        self.progress(f"slapd started on {found.url}")
+        self._write_state()
 
     def _render_config(self) -> str:
         dep = self.deployment
-        lines = [
-            "[DEFAULT]",
-            f"log_file = {self.keystone_log_path}",
-            "use_stderr = false",
-            "",
-            "[database]",
-            f"connection = {self._database_url()}",
-            "",
-            "[token]",
-            "provider = fernet",
-            "",
-            "[fernet_tokens]",
-            f"key_repository = {self.run_dir / 'fernet-keys'}",
-            "",
-            "[fernet_receipts]",
-            f"key_repository = {self.run_dir / 'fernet-keys'}",
-            "",
-            "[credential]",
-            f"key_repository = {self.run_dir / 'credential-keys'}",
-            "",
-        ]
-        if dep.password_hash_rounds is not None:
-            lines += [
-                "[identity]",
-                f"password_hash_rounds = {dep.password_hash_rounds}",
-                "",
-            ]
-        if self.memcached_port is not None:
-            lines += memcached.cache_section(self.memcached_port)
-        return "\n".join(lines)
+        return files.render(
+            "keystone.conf",
+            log_file=self.keystone_log_path,
+            connection=self._database_url(),
+            run_dir=self.run_dir,
+            password_hash_rounds=dep.password_hash_rounds,
+            memcached_port=self.memcached_port,
+            domain_config_dir=self.domain_config_dir if dep.identity == "ldap" else None,
+        )
 
     def _manage(self, *commands: tuple[str, ...], env: dict[str, str] | None = None) -> None:
         """Run keystone-manage COMMANDS side by side; each logs to its own file.
@@ -421,15 +593,17 @@ class LocalKeystone:
 
     def _initialise(self) -> None:
         self.progress(f"initialising Keystone in {self.run_dir}")
-        self.config_path.write_text(self._render_config())
+        write_private(self.config_path, self._render_config())
         for sub in ("fernet-keys", "credential-keys"):
             (self.run_dir / sub).mkdir(mode=0o700, exist_ok=True)
+        if self.deployment.identity == "ldap":
+            self.domain_config_dir.mkdir(mode=0o700, exist_ok=True)
         if not self.password_path.exists():
             write_private(self.password_path, secrets.token_urlsafe(24) + "\n")
         owner = ("--keystone-user", str(os.getuid()), "--keystone-group", str(os.getgid()))
         self._manage(("db_sync",), ("fernet_setup", *owner), ("credential_setup", *owner))
         if self.deployment.db == "sqlite":
-            _sqlite_wal(self.run_dir / "keystone.db")
+            _sqlite_wal(self.sqlite_path)
         # The password goes through the environment, never on a command line.
         env = self._env()
         env["OS_BOOTSTRAP_PASSWORD"] = self.admin_password
@@ -443,43 +617,113 @@ class LocalKeystone:
             "--bootstrap-public-url", self.auth_url,
         )  # fmt: skip
         self._manage(bootstrap, env=env)
+        if self.deployment.identity == "ldap":
+            self._create_ldap_domain()
         (self.run_dir / ".initialised").write_text("")
 
-    def _uwsgi_ini(self) -> str:
+    def _create_ldap_domain(self) -> None:
+        """Create the LDAP domain in SQL before any Keystone worker reads the domain configs.
+
+        Each worker reads ``domain_config_dir`` once, at its first identity
+        call, and ignores a file whose domain does not exist yet; so the
+        domain is made here, through Keystone's own managers as ``keystone-manage
+        bootstrap`` does, before the server starts.
+        """
+        log = self.run_dir / "keystone-manage-create-domain.log"
+        script = files.write(
+            self.run_dir / "keystone_bench_create_domain.py",
+            "keystone_bench_create_domain.py",
+            description="Users of keystone-bench's LDAP directory (read-only)",
+        )
+        with open(log, "w") as out:
+            argv = [self._bin("python"), str(script), str(self.config_path)]
+            proc = subprocess.run(
+                [*argv, directory.DOMAIN],
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                env=self._env(),
+            )
+        if proc.returncode != 0:
+            raise BenchError(f"could not create the {directory.DOMAIN} domain; see {log}")
+
+    def _write_domain_config(self) -> None:
+        """keystone.<domain>.conf (0600: it holds the directory's service password)."""
+        found = self.ldap_directory
+        if found is None:
+            return
         dep = self.deployment
-        return "\n".join(
-            [
-                "[uwsgi]",
-                # The HTTP router, not http-socket: a kept-alive client
-                # connection must not pin a worker process.
-                f"http = 127.0.0.1:{self.port}",
-                "http-keepalive = 1",
-                # Every request gets a response with a size, so a kept-alive
-                # client never waits on an empty one (see the hook module).
-                f"pythonpath = {self.run_dir}",
-                f"import = {WSGI_HOOK_MODULE}",
-                "module = keystone.wsgi.api:application",
-                f"env = OS_KEYSTONE_CONFIG_FILES={self.config_path}",
-                "master = true",
-                f"processes = {dep.workers}",
-                f"threads = {dep.threads}",
-                "enable-threads = true",
-                "lazy-apps = true",
-                "need-app = true",
-                "die-on-term = true",
-                "buffer-size = 65535",
-                "listen = 128",
-                f"logger = file:{self.server_log_path}",
-                f"req-logger = file:{self.access_log_path}",
-                "log-format = %(tmsecs) %(method) %(uri) %(status) %(micros) %(pid)",
-                "",
-            ]
+        self.domain_config_dir.mkdir(mode=0o700, exist_ok=True)
+        text = directory.keystone_domain_config(
+            found, dep.ldap_pool, dep.ldap_pool_size, dep.ldap_auth_pool_size
+        )
+        write_private(self.domain_config_dir / f"keystone.{directory.DOMAIN}.conf", text)
+
+    def site(self) -> servers.Site:
+        """What the WSGI server needs to serve this Keystone."""
+        assert self.port is not None and self.venv is not None
+        dep = self.deployment
+        return servers.Site(
+            server=dep.server,
+            port=self.port,
+            workers=dep.workers,
+            threads=dep.threads,
+            run_dir=self.run_dir,
+            config_path=self.config_path,
+            server_log_path=self.server_log_path,
+            access_log_path=self.access_log_path,
+            venv=self.venv,
+            progress=self.progress,
+            request_timeout=dep.request_timeout,
         )
 
+    def nodes(self) -> list[tuple[str, int]]:
+        """(name, port) of each node behind the balancer; empty without one."""
+        return list(zip(balancing.node_names(len(self.node_ports)), self.node_ports, strict=True))
+
+    def node_site(self, name: str, port: int) -> servers.Site:
+        """One node: its own port, directory, server log and access log; the shared config."""
+        node_dir = self.run_dir / name
+        node_dir.mkdir(exist_ok=True)
+        return dataclasses.replace(
+            self.site(),
+            port=port,
+            run_dir=node_dir,
+            server_log_path=node_dir / "server.log",
+            access_log_path=node_dir / "access.log",
+        )
+
+    def _start_nodes(self) -> None:
+        """Each node's server (and its nginx), then HAProxy on the auth URL's port."""
+        assert self.port is not None
+        dep = self.deployment
+        if dep.server == "apache" and os.geteuid() == 0:
+            # The nodes read the shared config and keys above their directories.
+            whole = dataclasses.replace(self.site(), run_dir=self.run_dir)
+            servers.share_with(servers.apache_user(), whole)
+        for name, port in self.nodes():
+            site = self.node_site(name, port)
+            servers.write_hook(site.run_dir)
+            argv = servers.command(site)
+            self.progress(f"starting Keystone {name} ({dep.describe()}) on port {port}")
+            self.pids[f"{name}-server"] = process.spawn(
+                argv, site.server_log_path, env=self._env(), cwd=site.run_dir
+            )
+            if dep.server == "nginx":
+                self.pids[f"{name}-nginx"] = process.spawn(
+                    nginx.command(site), site.run_dir / "nginx-error.log", cwd=site.run_dir
+                )
+        argv = balancing.command(self.run_dir, self.port, self.nodes())
+        self.progress(f"starting haproxy on port {self.port} in front of {len(self.node_ports)}")
+        self.pids["haproxy"] = process.spawn(argv, self.run_dir / "haproxy.log", cwd=self.run_dir)
+
     def _start_server(self) -> None:
+        if self.deployment.nodes is not None:
+            self._start_nodes()
+            return
         # Every server imports it (SQLite's BEGIN IMMEDIATE matters to all).
-        (self.run_dir / f"{WSGI_HOOK_MODULE}.py").write_text(_WSGI_HOOK)
-        argv = servers.command(self)
+        servers.write_hook(self.run_dir)
+        self._write_domain_config()
+        argv = servers.command(self.site())
         self.progress(f"starting Keystone ({self.deployment.describe()}) on port {self.port}")
         pid = process.spawn(
             argv,
@@ -488,6 +732,10 @@ class LocalKeystone:
             cwd=self.run_dir,
         )
         self.pids["server"] = pid
+        if self.deployment.server == "nginx":
+            self.pids["nginx"] = process.spawn(
+                nginx.command(self.site()), self.run_dir / "nginx-error.log", cwd=self.run_dir
+            )
 
     def _wait_ready(self) -> None:
         """Wait until /v3 answers and the admin can get a token."""
@@ -495,7 +743,8 @@ class LocalKeystone:
         while time.monotonic() < deadline:
             if not all(process.is_alive(p) for p in self.pids.values()):
                 raise BenchError(f"Keystone exited during start; see {self.server_log_path}")
-            if self.answers() and self._admin_token_status() == 201:
+            nodes_up = all(_answers(f"http://127.0.0.1:{p}/v3") for _, p in self.nodes())
+            if nodes_up and self.answers() and self._admin_token_status() == 201:
                 return
             time.sleep(0.3)
         raise BenchError(
@@ -555,13 +804,25 @@ class LocalKeystone:
         write_private(self.openrc_path, "\n".join(lines))
 
     def _write_state(self) -> None:
+        # Each pid with its start time and command line: `down` signals only
+        # the processes it started, never one that reused a pid.
+        for name, pid in self.pids.items():
+            if (self.processes.get(name) or {}).get("pid") != pid:
+                found = process.identity(pid)
+                if found is not None:
+                    self.processes[name] = found
+        self.processes = {n: r for n, r in self.processes.items() if n in self.pids}
         state = {
             "port": self.port,
             "pids": self.pids,
+            "processes": self.processes,
             "deployment": dataclasses.asdict(self.deployment),
             "venv": str(self.venv) if self.venv else None,
             "database": self.database.as_state() if self.database else None,
             "memcached_port": self.memcached_port,
+            "ldap_port": self.ldap_port,
+            "node_ports": self.node_ports,
+            "private_db_port": self.private_db_port,
         }
         self.state_path.write_text(json.dumps(state, indent=2) + "\n")
 
@@ -570,16 +831,33 @@ class LocalKeystone:
             return
         try:
             state: dict[str, Any] = json.loads(self.state_path.read_text())
-        except ValueError:
-            return
+            pids = {str(k): int(v) for k, v in (state.get("pids") or {}).items()}
+            processes = {
+                str(k): dict(v, pid=int(v["pid"]))
+                for k, v in (state.get("processes") or {}).items()
+            }
+        except (ValueError, TypeError, AttributeError, KeyError):
+            raise BenchError(
+                f"{self.state_path} is corrupt, so which processes it started is unknown: "
+                "stop them by hand, then delete the file"
+            ) from None
         if self.port is None:
             self.port = state.get("port")
-        self.pids = {k: int(v) for k, v in (state.get("pids") or {}).items()}
+        self.pids = pids
+        self.processes = processes
         if self.venv is None and state.get("venv"):
             self.venv = Path(state["venv"])
         if state.get("database"):
             self.database = databases.Database(**state["database"])
         self.memcached_port = self.memcached_port or state.get("memcached_port")
+        if not self._deployment_given and isinstance(state.get("deployment"), dict):
+            known = {f.name for f in dataclasses.fields(Deployment)}
+            saved = {k: v for k, v in state["deployment"].items() if k in known}
+            self.deployment = Deployment(**saved)
+            self._deployment_given = True
+        self.ldap_port = self.ldap_port or state.get("ldap_port")
+        self.node_ports = self.node_ports or list(state.get("node_ports") or [])
+        self.private_db_port = self.private_db_port or state.get("private_db_port")
 
     def log_tail(self, lines: int = 20) -> str:
         """The last LINES of the server and Keystone logs, for a failed start."""
@@ -592,9 +870,16 @@ class LocalKeystone:
         return "\n".join(out)
 
 
+def _answers(url: str) -> bool:
+    """True when GET URL answers 200 within 5 s."""
+    try:
+        with urllib.request.urlopen(url, timeout=5) as resp:
+            return resp.status == 200
+    except (OSError, urllib.error.URLError):
+        return False
+
+
 def _sqlite_wal(path: Path) -> None:
     """Put the database in WAL mode: readers then never block the one writer."""
-    import sqlite3
-
     with sqlite3.connect(path) as conn:
         conn.execute("PRAGMA journal_mode=WAL")

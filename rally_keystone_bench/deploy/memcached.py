@@ -48,14 +48,3 @@ def start(port: int, log: Path) -> int:
             time.sleep(0.1)
     process.terminate(pid)
     raise BenchError(f"memcached did not listen on port {port} within {START_TIMEOUT:.0f} s")
-
-
-def cache_section(port: int) -> list[str]:
-    """keystone.conf's [cache] section for a memcached on PORT."""
-    return [
-        "[cache]",
-        "enabled = true",
-        "backend = dogpile.cache.pymemcache",
-        f"memcache_servers = 127.0.0.1:{port}",
-        "",
-    ]

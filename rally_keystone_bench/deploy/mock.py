@@ -23,6 +23,12 @@ Load knobs, for token requests only (``/v3/auth/tokens``):
 * ``slope_ms_per_s``: extra latency of K ms per second since start, outside
   the lock (it does not change the capacity).
 * ``error_rate``: that fraction of token requests is answered with HTTP 500.
+* ``stall_s`` every ``stall_every_s``: every worker stops answering token
+  requests for ``stall_s`` seconds, starting ``stall_every_s`` seconds after
+  start and again every ``stall_every_s`` seconds (the clock is shared by
+  the forked workers). A request that arrives during a stall is answered
+  when it ends, then waits its turn for the service time: the server-side
+  hiccup that coordinated omission hides from a closed-loop generator.
 """
 
 from __future__ import annotations
@@ -32,6 +38,7 @@ import contextlib
 import hashlib
 import hmac
 import json
+import math
 import os
 import random
 import secrets
@@ -376,8 +383,19 @@ class Handler(BaseHTTPRequestHandler):
         }
 
     # -- tokens
+    def _stall(self) -> None:
+        opts = self.server.options
+        stall, every = opts.get("stall_s", 0.0), opts.get("stall_every_s", 0.0)
+        if not (stall and every):
+            return
+        since = time.monotonic() - self.server.started
+        phase = since % every
+        if since >= every and phase < stall:
+            time.sleep(stall - phase)
+
     def _delay(self) -> None:
         opts = self.server.options
+        self._stall()
         if opts["slope_ms_per_s"]:
             extra = opts["slope_ms_per_s"] * (time.monotonic() - self.server.started)
             time.sleep(extra / 1000.0)
@@ -683,11 +701,13 @@ class Handler(BaseHTTPRequestHandler):
 
 
 # -- process -------------------------------------------------------------------
-def _bind(port: int | None, store: Store, tokens: Tokens, options: dict) -> MockServer:
+def _bind(
+    port: int | None, store: Store, tokens: Tokens, options: dict, host: str = "127.0.0.1"
+) -> MockServer:
     try:
-        return MockServer(("127.0.0.1", port or 0), store, tokens, options)
+        return MockServer((host, port or 0), store, tokens, options)
     except OSError as exc:
-        raise BenchError(f"cannot listen on 127.0.0.1:{port}: {exc.strerror}") from None
+        raise BenchError(f"cannot listen on {host}:{port}: {exc.strerror}") from None
 
 
 def serve(
@@ -698,12 +718,16 @@ def serve(
     slope_ms_per_s: float = 0.0,
     error_rate: float = 0.0,
     announce=print,
+    stall_s: float = 0.0,
+    stall_every_s: float = 0.0,
+    host: str = "127.0.0.1",
 ) -> int:
     """Run the mock in the foreground until SIGTERM or Ctrl-C."""
     if workers < 1 or service_time_ms < 0 or slope_ms_per_s < 0 or not 0 <= error_rate <= 1:
         raise BenchError(
             "need --workers >= 1, --service-time >= 0, --slope >= 0, 0 <= --error-rate <= 1"
         )
+    check_stall(stall_s, stall_every_s)
     run_dir.mkdir(parents=True, exist_ok=True)
     key_path, db_path = run_dir / "mock.key", run_dir / "mock.sqlite"
     for stale in (db_path, Path(f"{db_path}-wal"), Path(f"{db_path}-shm")):
@@ -715,10 +739,12 @@ def serve(
         "service_time_ms": service_time_ms,
         "slope_ms_per_s": slope_ms_per_s,
         "error_rate": error_rate,
+        "stall_s": stall_s,
+        "stall_every_s": stall_every_s,
     }
-    server = _bind(port, store, tokens, options)
+    server = _bind(port, store, tokens, options, host)
     real_port = server.server_address[1]
-    base = f"http://127.0.0.1:{real_port}"
+    base = f"http://{host}:{real_port}"
     password = secrets.token_urlsafe(16)
     bootstrap(store, password, base)
     os.chmod(db_path, 0o600)
@@ -763,6 +789,7 @@ def serve(
     announce(
         f"mock Keystone: {workers} worker(s), service time {service_time_ms:g} ms, "
         f"slope {slope_ms_per_s:g} ms/s, error rate {error_rate:g}"
+        + (f", stalls {stall_s:g} s every {stall_every_s:g} s" if stall_s else "")
     )
     announce(f"auth URL: {base}/v3")
     announce(f"openrc: {run_dir / 'openrc'}")
@@ -783,23 +810,18 @@ def serve(
     return 0
 
 
-def main(args) -> int:
-    """The ``keystone-bench mock`` verb."""
-    tmp = None if args.run_dir else tempfile.TemporaryDirectory(prefix="ks-mock-")
-    run_dir = Path(args.run_dir or tmp.name).resolve()
-    try:
-        return serve(
-            run_dir,
-            port=args.port,
-            workers=args.workers,
-            service_time_ms=args.service_time,
-            slope_ms_per_s=args.slope,
-            error_rate=args.error_rate,
-            announce=lambda line: print(line, flush=True),
+def check_stall(stall_s: float, stall_every_s: float) -> None:
+    """BenchError unless the stall is off or 0 < stall < stall-every."""
+    if not (math.isfinite(stall_s) and math.isfinite(stall_every_s)):
+        raise BenchError("--stall and --stall-every must be finite numbers of seconds")
+    if stall_s < 0 or stall_every_s < 0:
+        raise BenchError("--stall and --stall-every must not be negative")
+    if stall_s and not stall_every_s:
+        raise BenchError("--stall needs --stall-every (seconds from one stall to the next)")
+    if stall_s and stall_s >= stall_every_s:
+        raise BenchError(
+            f"--stall {stall_s:g} s must be shorter than --stall-every {stall_every_s:g} s"
         )
-    finally:
-        if tmp is not None:
-            tmp.cleanup()
 
 
 # -- Python API ----------------------------------------------------------------
@@ -818,8 +840,16 @@ class MockKeystone:
         error_rate: float = 0.0,
         port: int | None = None,
         run_dir: Path | str | None = None,
+        stall_s: float = 0.0,
+        stall_every_s: float = 0.0,
+        host: str = "127.0.0.1",
+        netns: str | None = None,
     ) -> None:
         self.workers = workers
+        self.stall_s = stall_s
+        self.stall_every_s = stall_every_s
+        self.host = host
+        self.netns = netns  # run inside this network namespace (ip netns exec)
         self.service_time_ms = service_time_ms
         self.slope_ms_per_s = slope_ms_per_s
         self.error_rate = error_rate
@@ -843,7 +873,7 @@ class MockKeystone:
     def auth_url(self) -> str:
         if self.port is None:
             raise BenchError("the mock has no port yet: start it first")
-        return f"http://127.0.0.1:{self.port}/v3"
+        return f"http://{self.host}:{self.port}/v3"
 
     @property
     def admin_credentials(self) -> dict[str, str]:
@@ -867,24 +897,21 @@ class MockKeystone:
         self.run_dir.mkdir(parents=True, exist_ok=True)
         state = self.run_dir / "mock.json"
         state.unlink(missing_ok=True)
-        cmd = [
-            sys.executable,
-            "-m",
-            "rally_keystone_bench.cli",
-            "mock",
-            "--run-dir",
-            str(self.run_dir),
-            "--workers",
-            str(self.workers),
-            "--service-time",
-            str(self.service_time_ms),
-            "--slope",
-            str(self.slope_ms_per_s),
-            "--error-rate",
-            str(self.error_rate),
-        ]
-        if self.port:
-            cmd += ["--port", str(self.port)]
+        settings = {
+            "run_dir": str(self.run_dir),
+            "port": self.port,
+            "workers": self.workers,
+            "service_time_ms": self.service_time_ms,
+            "slope_ms_per_s": self.slope_ms_per_s,
+            "error_rate": self.error_rate,
+            "stall_s": self.stall_s,
+            "stall_every_s": self.stall_every_s,
+            "host": self.host,
+        }
+        # The mock's own entry point (see the end of this module), not the CLI.
+        cmd = [sys.executable, "-m", "rally_keystone_bench.deploy.mock", json.dumps(settings)]
+        if self.netns:
+            cmd = ["ip", "netns", "exec", self.netns, *cmd]
         log = open(self.run_dir / "mock.log", "wb")  # noqa: SIM115
         self.proc = subprocess.Popen(
             cmd, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL
@@ -906,7 +933,9 @@ class MockKeystone:
 
     def _answers(self) -> bool:
         try:
-            with socket.create_connection(("127.0.0.1", self.port), timeout=1):
+            if self.netns:  # not reachable from here: the mock wrote its state file
+                return True
+            with socket.create_connection((self.host, self.port), timeout=1):
                 return True
         except OSError:
             return False
@@ -923,3 +952,18 @@ class MockKeystone:
         if self._tmp is not None:
             self._tmp.cleanup()
             self._tmp = None
+
+
+def _serve_settings(text: str) -> int:
+    """Serve with the keyword arguments of ``serve`` given as one JSON object."""
+    settings = json.loads(text)
+    settings["run_dir"] = Path(settings["run_dir"])
+    try:
+        return serve(**settings, announce=lambda line: print(line, flush=True))
+    except BenchError as exc:
+        print(f"mock: {exc}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(_serve_settings(sys.argv[1]))

@@ -117,3 +117,65 @@ def _reap(pid: int) -> None:
         os.waitpid(pid, os.WNOHANG)
     except ChildProcessError:
         pass
+
+
+# -- which process a recorded pid names ------------------------------------------
+def _boot_id() -> str:
+    try:
+        return Path("/proc/sys/kernel/random/boot_id").read_text().strip()
+    except OSError:
+        return ""
+
+
+def _start_time(pid: int) -> int | None:
+    """Field 22 of /proc/PID/stat: when the process started, in clock ticks since boot."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    return int(stat.rsplit(")", 1)[1].split()[19])
+
+
+def _cmdline(pid: int) -> list[str]:
+    try:
+        raw = Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:
+        return []
+    return [a.decode(errors="replace") for a in raw.split(b"\0") if a]
+
+
+def identity(pid: int, wait: float = 2.0) -> dict | None:
+    """What tells PID's process from a later one with the same pid: boot, start time, argv.
+
+    A child just forked may not have run its program yet: its command line is
+    then still ours, so wait up to WAIT seconds for the exec.
+    """
+    start = _start_time(pid)
+    if start is None:
+        return None
+    own = _cmdline(os.getpid())
+    deadline = time.monotonic() + wait
+    argv = _cmdline(pid)
+    while argv == own and time.monotonic() < deadline:
+        time.sleep(0.02)
+        argv = _cmdline(pid)
+    return {"pid": pid, "boot_id": _boot_id(), "start_time": start, "cmdline": argv}
+
+
+def is_same_process(recorded: dict) -> bool:
+    """True when the process now at RECORDED's pid is the one recorded.
+
+    The boot and the start time must match (together they name one process);
+    the command line, which a server may rewrite (``gunicorn: master``), must
+    still name one of the recorded program's words.
+    """
+    pid = int(recorded["pid"])
+    if not is_alive(pid):
+        return False
+    if recorded.get("boot_id") and recorded["boot_id"] != _boot_id():
+        return False
+    if recorded.get("start_time") != _start_time(pid):
+        return False
+    was = [os.path.basename(a) for a in recorded.get("cmdline") or [] if not a.startswith("-")]
+    now = " ".join(_cmdline(pid))
+    return not was or not now or any(word and word in now for word in was)

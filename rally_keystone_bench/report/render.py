@@ -14,17 +14,16 @@ import math
 import os
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+import jinja2
+from markupsafe import Markup
+
+from rally_keystone_bench import __name__ as pkg
 from rally_keystone_bench import stats
 from rally_keystone_bench.errors import BenchError
-
-if TYPE_CHECKING:
-    import argparse
-
-    import jinja2
-
-    from rally_keystone_bench.results import Workload
+from rally_keystone_bench.report import svg
+from rally_keystone_bench.results import RPS_RUNNERS, TOTAL, Workload, redact
 
 TEMPLATES = Path(__file__).parent / "templates"
 FIGURES = ("min", "mean", "p50", "p90", "p95", "p99", "p99.9", "max")
@@ -32,8 +31,6 @@ FIGURES = ("min", "mean", "p50", "p90", "p95", "p99", "p99.9", "max")
 
 def environment() -> jinja2.Environment:
     """The jinja2 environment of our templates, HTML-escaping by default."""
-    import jinja2
-
     env = jinja2.Environment(
         loader=jinja2.FileSystemLoader(str(TEMPLATES)),
         autoescape=True,
@@ -41,14 +38,16 @@ def environment() -> jinja2.Environment:
         trim_blocks=True,
         lstrip_blocks=True,
     )
-    env.filters["ms"] = _ms
+    env.filters["ms"] = ms
+    env.filters["sec"] = lambda v: "n/a" if v is None or not math.isfinite(v) else f"{v:.3f}"
     env.filters["pct"] = lambda v: "n/a" if v is None else f"{v:.1f}%"
     env.filters["num"] = lambda v, fmt=".2f": "n/a" if v is None else format(v, fmt)
     env.filters["tojson_pretty"] = lambda v: json.dumps(v, indent=1, sort_keys=True, default=str)
     return env
 
 
-def _ms(v: float | None) -> str:
+def ms(v: float | None) -> str:
+    """Seconds as milliseconds, 2 decimals below 100 ms; n/a when unknown."""
     if v is None or not math.isfinite(v):
         return "n/a"
     ms = v * 1000.0
@@ -66,13 +65,38 @@ def _clean(v: Any) -> Any:
 
 
 def action_summary(a: Any) -> dict[str, Any]:
-    """Percentiles (seconds) of an action's successful samples, its count and success %."""
+    """Percentiles (seconds) of an action's successful samples, its count and success %.
+
+    When the samples know their intended start (an open-model load), also
+    ``response``: the same percentiles of the response time (intended start
+    to answer), beside the service time (send to answer) of the main figures.
+    """
     s = stats.summarize(a.ok_durations())
     out = {k: _clean(s[k]) for k in FIGURES}
     out["count"] = a.count
     out["succeeded"] = int(s["count"])
     out["success_percent"] = round(a.success_percent, 3)
+    out["response"] = None
+    if getattr(a, "has_response_time", False):
+        r = stats.summarize(a.response_times())
+        out["response"] = {k: _clean(r[k]) for k in FIGURES}
+        lag = stats.summarize(a.send_lags())
+        out["send_lag"] = {k: _clean(lag[k]) for k in ("p50", "p99", "max")}
     return out
+
+
+def target_rate(wl: Workload) -> float | None:
+    """The constant target rate of an rps-like runner, else None."""
+    cfg = wl.runner.get("rps") if wl.runner_type in RPS_RUNNERS else None
+    return float(cfg) if isinstance(cfg, int | float) else None
+
+
+def achieved_rate(wl: Workload) -> float | None:
+    """Iterations started per second: (starts - 1) / the span of the starts."""
+    if wl.iterations < 2:
+        return None
+    span = float(wl.iteration_started.max() - wl.iteration_started.min())
+    return (wl.iterations - 1) / span if span > 0 else None
 
 
 def latency_fit(a: Any, t0: float) -> stats.LinearFit | None:
@@ -86,8 +110,6 @@ def latency_fit(a: Any, t0: float) -> stats.LinearFit | None:
 
 def rps_target(wl: Workload) -> list[tuple[float, float]]:
     """An rps runner's target rate as (seconds, rate) steps; [] for other runners."""
-    from rally_keystone_bench.results import RPS_RUNNERS
-
     if wl.runner_type not in RPS_RUNNERS:
         return []
     cfg = wl.runner.get("rps")
@@ -107,16 +129,12 @@ def rps_target(wl: Workload) -> list[tuple[float, float]]:
 
 def chart_actions(wl: Workload) -> list[str]:
     """Actions that get charts: the atomic ones, or the iteration when there are none."""
-    from rally_keystone_bench.results import TOTAL
-
     names = [n for n in wl.actions if n != TOTAL]
     return names or [TOTAL]
 
 
 def workload_summary(wl: Workload, index: int) -> dict[str, Any]:
     """Every number the report shows for one workload, for summary.json."""
-    from rally_keystone_bench.results import redact
-
     t0 = float(wl.iteration_started.min()) if wl.iterations else 0.0
     actions = {}
     for name, a in wl.actions.items():
@@ -132,11 +150,10 @@ def workload_summary(wl: Workload, index: int) -> dict[str, Any]:
             }
         )
         actions[name] = entry
-    from rally_keystone_bench.results import RPS_RUNNERS
 
     achieved = None
-    if wl.runner_type in RPS_RUNNERS and wl.load_duration > 0:
-        achieved = wl.iterations / wl.load_duration
+    if wl.runner_type in RPS_RUNNERS:
+        achieved = achieved_rate(wl)
     return {
         "index": index,
         "task_uuid": wl.task_uuid,
@@ -154,6 +171,7 @@ def workload_summary(wl: Workload, index: int) -> dict[str, Any]:
         "full_duration": wl.full_duration,
         "throughput": wl.throughput,
         "rps_achieved": achieved,
+        "rps_target": target_rate(wl),
         "pass_sla": wl.pass_sla,
         "sla": redact(wl.sla),
         "actions": actions,
@@ -234,8 +252,6 @@ def setting_table(
     ``rows`` are (label, workload), e.g. ("uwsgi-4w, concurrency 16", wl);
     ``actions`` defaults to ``total`` and every atomic action of each workload.
     """
-    from rally_keystone_bench.results import TOTAL
-
     out = []
     for label, wl in rows:
         names = list(actions) if actions else [TOTAL, *(n for n in wl.actions if n != TOTAL)]
@@ -263,8 +279,6 @@ def setting_table(
 
 def build_summary(workloads: Sequence[Workload], source: str) -> dict[str, Any]:
     """The content of summary.json."""
-    from rally_keystone_bench import __name__ as pkg
-
     return {
         "generated_by": f"{pkg} report",
         "generated_at": dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
@@ -277,8 +291,6 @@ def build_summary(workloads: Sequence[Workload], source: str) -> dict[str, Any]:
 
 def charts(wl: Workload) -> list[dict[str, str]]:
     """The inline SVG charts of one workload."""
-    from rally_keystone_bench.report import svg
-
     t0 = float(wl.iteration_started.min()) if wl.iterations else 0.0
     out = []
     for name in chart_actions(wl):
@@ -299,7 +311,6 @@ def charts(wl: Workload) -> list[dict[str, str]]:
                 "svg": svg.histogram(a.duration[ok], f"{name} latency histogram"),
             }
         )
-    from rally_keystone_bench.results import RPS_RUNNERS
 
     if wl.runner_type in RPS_RUNNERS:
         out.append(
@@ -315,8 +326,6 @@ def charts(wl: Workload) -> list[dict[str, str]]:
 
 def render_html(workloads: Sequence[Workload], summary: dict[str, Any]) -> str:
     """summary.html as a string."""
-    from markupsafe import Markup
-
     views = []
     for wl, s in zip(workloads, summary["workloads"], strict=True):
         views.append(
@@ -361,24 +370,3 @@ def default_out_dir(result: str) -> str:
     if os.path.exists(result):
         return os.path.dirname(os.path.abspath(result))
     return os.path.join("reports", result)
-
-
-def main(args: argparse.Namespace) -> int:
-    """``keystone-bench report RESULT.json|TASK_UUID [--out DIR]``."""
-    from rally_keystone_bench import results
-
-    workloads = results.load_any(args.result)
-    out_dir = args.out or default_out_dir(args.result)
-    html = write_summary(workloads, out_dir, args.result)
-    print(f"{html}")
-    print(f"{html.with_name('summary.json')}")
-    for wl in workloads:
-        parts = []
-        for n in [n for n in wl.actions if n != "total"] or ["total"]:
-            f = action_summary(wl.actions[n])
-            parts.append(
-                f"{n} p50 {_ms(f['p50'])} ms, p95 {_ms(f['p95'])} ms, p99 {_ms(f['p99'])} ms, "
-                f"{f['success_percent']:.1f}% ok"
-            )
-        print(f"{wl.label()}: {wl.throughput:.1f} it/s; {'; '.join(parts)}")
-    return 0

@@ -8,13 +8,11 @@ spikes stay visible) to keep the page small whatever the run's length.
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING
 from xml.sax.saxutils import escape
 
-if TYPE_CHECKING:
-    import numpy as np
+import numpy as np
 
-    from rally_keystone_bench.stats import LinearFit
+from rally_keystone_bench.stats import LinearFit
 
 W, H = 720, 260
 LEFT, RIGHT, TOP, BOTTOM = 64, 16, 28, 40
@@ -99,7 +97,8 @@ class Frame:
         return out
 
 
-def _svg(title: str, body: list[str], legend: list[tuple[str, str]] = ()) -> str:
+def document(title: str, body: list[str], legend: list[tuple[str, str]] = ()) -> str:
+    """A self-contained SVG chart: TITLE, BODY elements, a LEGEND of (color, text)."""
     items = []
     x = LEFT
     for color, text in legend:
@@ -118,8 +117,6 @@ def _svg(title: str, body: list[str], legend: list[tuple[str, str]] = ()) -> str
 
 def downsample(t: np.ndarray, y: np.ndarray, max_points: int = MAX_POINTS):
     """At most ``max_points`` of (t, y): the lowest and highest y of each time bin."""
-    import numpy as np
-
     n = t.size
     if n <= max_points:
         return t, y
@@ -144,8 +141,6 @@ def rolling_quantile(t: np.ndarray, y: np.ndarray, q: float = 95.0, windows: int
     Window size is 1/``windows`` of the samples (at least 20), advanced by a
     quarter window; returns (window middle time, percentile).
     """
-    import numpy as np
-
     n = t.size
     if n < 20:
         return np.zeros(0), np.zeros(0)
@@ -159,9 +154,19 @@ def rolling_quantile(t: np.ndarray, y: np.ndarray, q: float = 95.0, windows: int
     return mids, vals
 
 
-def _path(xs, ys) -> str:
+def path_d(xs, ys) -> str:
+    """An SVG path through the points (xs, ys)."""
     pts = " ".join(f"{_fmt(a)},{_fmt(b)}" for a, b in zip(xs, ys, strict=True))
     return f"M{pts.replace(' ', ' L', 1)}" if pts else ""
+
+
+def marker_size(points: int) -> int:
+    """Diameter (px) of a sample's dot: large enough to see at 20 samples, small at 2000."""
+    if points <= 50:
+        return 8
+    if points <= 500:
+        return 5
+    return 3
 
 
 def latency_over_time(
@@ -171,12 +176,10 @@ def latency_over_time(
 
     Downsampled points, a rolling p95 and the least-squares line with its slope.
     """
-    import numpy as np
-
     x = t - t0
     yms = y * 1000.0
     if x.size == 0:
-        return _svg(title, [f'<text x="{W / 2}" y="{H / 2}">no samples</text>'])
+        return document(title, [f'<text x="{W / 2}" y="{H / 2}">no samples</text>'])
     cap = float(np.percentile(yms, 99.9)) * 1.2
     cap = max(cap, float(np.percentile(yms, 50)) * 2, 1e-3)
     above = int((yms > cap).sum())
@@ -185,13 +188,14 @@ def latency_over_time(
     dx, dy = downsample(x, np.minimum(yms, cap))
     dots = "".join(f"M{_fmt(a)} {_fmt(b)}h0" for a, b in zip(fr.x(dx), fr.y(dy), strict=True))
     body.append(
-        f'<path class="points" d="{dots}" stroke="{COLORS["points"]}" stroke-opacity="0.55" '
-        'stroke-width="3" stroke-linecap="round" fill="none"/>'
+        f'<path class="points" d="{dots}" stroke="{COLORS["points"]}" '
+        f'stroke-opacity="{0.85 if dx.size <= 200 else 0.55}" '
+        f'stroke-width="{marker_size(dx.size)}" stroke-linecap="round" fill="none"/>'
     )
     mx, mv = rolling_quantile(x, yms)
     if mx.size >= 2:
         body.append(
-            f'<path class="p95" d="{_path(fr.x(mx), fr.y(np.minimum(mv, cap)))}" '
+            f'<path class="p95" d="{path_d(fr.x(mx), fr.y(np.minimum(mv, cap)))}" '
             f'stroke="{COLORS["p95"]}" stroke-width="2" fill="none"/>'
         )
     legend = [(COLORS["points"], "samples"), (COLORS["p95"], "rolling p95")]
@@ -217,16 +221,14 @@ def latency_over_time(
             f'<text x="{W - RIGHT}" y="{TOP - 4}" text-anchor="end">'
             f"{above} sample(s) above {cap:.1f} ms drawn at the top</text>"
         )
-    return _svg(title, body, legend)
+    return document(title, body, legend)
 
 
 def histogram(y: np.ndarray, title: str, bins: int = 40) -> str:
     """Latency histogram (ms), up to the 99.9th percentile; the rest in the last bar."""
-    import numpy as np
-
     yms = y * 1000.0
     if yms.size == 0:
-        return _svg(title, [f'<text x="{W / 2}" y="{H / 2}">no samples</text>'])
+        return document(title, [f'<text x="{W / 2}" y="{H / 2}">no samples</text>'])
     lo = float(yms.min())
     hi = float(np.percentile(yms, 99.9))
     if hi <= lo:
@@ -247,18 +249,16 @@ def histogram(y: np.ndarray, title: str, bins: int = 40) -> str:
     body.append(
         f'<path class="bars" d="{" ".join(d)}" fill="{COLORS["points"]}" fill-opacity="0.8"/>'
     )
-    return _svg(title, body, [(COLORS["points"], f"{yms.size} samples, {bins} bins")])
+    return document(title, body, [(COLORS["points"], f"{yms.size} samples, {bins} bins")])
 
 
 def rate_over_time(
     started: np.ndarray, t0: float, target: list[tuple[float, float]], title: str
 ) -> str:
     """Iterations started per second against the rps runner's target rate."""
-    import numpy as np
-
     x = started - t0
     if x.size == 0:
-        return _svg(title, [f'<text x="{W / 2}" y="{H / 2}">no samples</text>'])
+        return document(title, [f'<text x="{W / 2}" y="{H / 2}">no samples</text>'])
     end = float(np.ceil(x.max())) or 1.0
     counts, edges = np.histogram(x, bins=int(end), range=(0.0, end))
     mids = (edges[:-1] + edges[1:]) / 2
@@ -267,16 +267,16 @@ def rate_over_time(
     body = fr.axes("seconds since the load started", "iterations started per second")
     mx, my = downsample(mids, counts.astype(float))
     body.append(
-        f'<path class="achieved" d="{_path(fr.x(mx), fr.y(my))}" stroke="{COLORS["points"]}" '
+        f'<path class="achieved" d="{path_d(fr.x(mx), fr.y(my))}" stroke="{COLORS["points"]}" '
         'stroke-width="1.5" fill="none"/>'
     )
     if target:
         tx = np.array([a for a, _ in target])
         ty = np.array([b for _, b in target])
         body.append(
-            f'<path class="target" d="{_path(fr.x(np.minimum(tx, end)), fr.y(ty))}" '
+            f'<path class="target" d="{path_d(fr.x(np.minimum(tx, end)), fr.y(ty))}" '
             f'stroke="{COLORS["target"]}" stroke-width="2" stroke-dasharray="4 3" fill="none"/>'
         )
-    return _svg(
+    return document(
         title, body, [(COLORS["points"], "achieved"), (COLORS["target"], "target (rps runner)")]
     )

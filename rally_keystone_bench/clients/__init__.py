@@ -1,0 +1,1 @@
+"""The client layer: the only code that speaks HTTP to Keystone."""

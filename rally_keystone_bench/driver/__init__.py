@@ -1,0 +1,1 @@
+"""One Rally driver: the Rally home, ``rally task start`` and the env it runs on."""

@@ -1,0 +1,156 @@
+"""Targets -> a ready Rally env: a local Keystone, the mock, or an existing cloud.
+
+    with prepared_env(run_dir, deployment=Deployment()) as env:
+        env.home, env.name, env.auth_url
+
+A local Keystone or the mock is started first and stopped when the block
+ends, however it ends; an existing cloud is checked for an answer first.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import math
+import sys
+import urllib.error
+import urllib.parse
+import urllib.request
+from collections.abc import Callable, Iterator, Mapping
+from pathlib import Path
+from typing import Any
+
+from rally_keystone_bench.deploy import venv
+from rally_keystone_bench.deploy.keystone import Deployment, LocalKeystone
+from rally_keystone_bench.deploy.mock import MockKeystone
+from rally_keystone_bench.driver import rally as rallyenv
+from rally_keystone_bench.driver.task import ENV_NAME, progress
+from rally_keystone_bench.errors import BenchError
+
+
+@dataclasses.dataclass(frozen=True)
+class ReadyEnv:
+    """A Rally home with a checked env NAME on the target at AUTH_URL."""
+
+    home: rallyenv.RallyHome
+    name: str
+    auth_url: str
+
+
+def describe(target: str, auth_url: str, mock: MockKeystone | None = None) -> str:
+    """TARGET (local | mock | cloud) as progress lines and reports name it."""
+    if mock is not None:
+        cap = mock.capacity_rps
+        return (
+            f"mock at {auth_url}: {mock.workers} worker(s), "
+            f"{mock.service_time_ms:g} ms service time, capacity "
+            + (f"{cap:g} rps" if math.isfinite(cap) else "unbounded")
+        )
+    return "existing cloud" if target == "cloud" else "local Keystone"
+
+
+def check_reachable(auth_url: str, timeout: float = 10.0) -> None:
+    """BenchError unless AUTH_URL answers HTTP at all (any status)."""
+    probe = auth_url
+    parts = urllib.parse.urlsplit(auth_url)
+    if parts.username is not None or parts.password is not None:  # urllib would resolve "u:p@host"
+        host = parts.hostname or ""
+        netloc = f"[{host}]" if ":" in host else host
+        netloc += f":{parts.port}" if parts.port else ""
+        probe = urllib.parse.urlunsplit(parts._replace(netloc=netloc))
+    try:
+        with urllib.request.urlopen(probe, timeout=timeout):
+            return
+    except urllib.error.HTTPError:
+        return
+    except (OSError, urllib.error.URLError, ValueError) as exc:
+        reason = getattr(exc, "reason", exc)
+        from rally_keystone_bench.boundary import mask_urls
+
+        raise BenchError(f"auth URL {mask_urls(auth_url)} is unreachable: {reason}") from None
+
+
+def build_envs(
+    deps: Mapping[str, Deployment], run_root: Path, say: Callable[[str], None] = progress
+) -> None:
+    """Build (or find cached) each deployment's Keystone environment before any load.
+
+    gate and matrix call it first, so a SPEC pip cannot install exits 2
+    before a deployment has started.
+    """
+    for name, dep in deps.items():
+        extras = LocalKeystone(dep, run_root / name / "keystone")._extra_packages()
+        say(f"{name}: Keystone environment for {dep.keystone}")
+        venv.ensure_keystone_env(dep.keystone, extras=extras, progress=say)
+
+
+def identity_task_args(deployment: Deployment | None, task_args: dict[str, Any]) -> dict[str, Any]:
+    """TASK_ARGS plus ``ldap_domain`` for an LDAP deployment, unless given.
+
+    Our task files take their users from that domain when it is set.
+    """
+    from rally_keystone_bench.deploy import directory
+
+    if deployment is None or deployment.identity != "ldap" or "ldap_domain" in task_args:
+        return task_args
+    return {**task_args, "ldap_domain": directory.DOMAIN}
+
+
+def start_explained(ks: LocalKeystone) -> None:
+    """Start KS; when it fails to start, print the tail of its logs before the error."""
+    try:
+        ks.start()
+    except BenchError:
+        tail = ks.log_tail()
+        if tail:
+            print(tail, file=sys.stderr)
+        raise
+
+
+@contextlib.contextmanager
+def prepared_env(
+    run_dir: Path,
+    *,
+    cloud: Mapping[str, Any] | None = None,
+    mock: MockKeystone | None = None,
+    deployment: Deployment | None = None,
+    say: Callable[[str], None] = progress,
+) -> Iterator[ReadyEnv]:
+    """A RallyHome in RUN_DIR with a checked env named ENV_NAME.
+
+    CLOUD: the Rally env spec of an existing cloud; MOCK: a mock token
+    service, started here; else a local Keystone of DEPLOYMENT (default
+    settings without one), started here.
+    """
+    server: LocalKeystone | MockKeystone | None = None
+    if cloud is not None:
+        spec = dict(cloud)
+        check_reachable(rallyenv.auth_url_of(spec))
+    elif mock is not None:
+        server = mock
+    else:
+        deployment = deployment or Deployment()
+        deployment.validate()
+        server = LocalKeystone(deployment, run_dir / "keystone", progress=say)
+    try:
+        if isinstance(server, LocalKeystone):
+            start_explained(server)
+            say(f"Keystone is up at {server.auth_url} (logs in {server.run_dir})")
+        elif server is not None:
+            server.start()
+        if server is not None:
+            spec = rallyenv.keystone_spec(server.admin_credentials)
+        if isinstance(server, LocalKeystone) and server.directory_users_path is not None:
+            # keystone_users {existing: true, domain: ...} finds the
+            # directory's users (a 0600 file) through the env's extras.
+            users_file = str(server.directory_users_path)
+            spec["!extras"] = {"keystone_bench": {"directory_users": users_file}}
+        home = rallyenv.RallyHome(run_dir / "rally")
+        home.create_env(ENV_NAME, spec)
+        home.check_env(ENV_NAME)
+        yield ReadyEnv(home, ENV_NAME, rallyenv.auth_url_of(spec))
+    finally:
+        if server is not None:
+            server.stop()
+            if isinstance(server, LocalKeystone):
+                say("Keystone stopped")

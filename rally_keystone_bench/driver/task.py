@@ -1,0 +1,461 @@
+"""The one ``rally task start`` driver: a task's log, its uuid, its counts, its reports.
+
+Every verb that runs Rally (run, capacity, matrix, gate) starts tasks here:
+
+    run = start_task(home, env, task_file, task_args, log_path, watch=watcher)
+
+Rally's output goes to LOG_PATH line by line; each line updates the run's
+uuid and iteration counts (Rally's ITER lines, or the ``pooled_rps`` runner's
+own counts), then goes to WATCH(run, line), which may stop the task
+(``run.stop(why)``, as ``rally task abort`` would). Without a watcher,
+progress lines go to stderr every few seconds.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import datetime
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+from rally_keystone_bench import results, shipped
+from rally_keystone_bench.boundary import mask_urls
+from rally_keystone_bench.driver.rally import (
+    PRIVATE_UMASK,
+    UUID_RE,
+    RallyHome,
+    last_line,
+    rally_executable,
+)
+from rally_keystone_bench.errors import BenchError, Interrupted
+from rally_keystone_bench.plugins.runners.progress import Totals, parse_progress
+from rally_keystone_bench.report.render import write_summary
+
+RUNS_DIR = ".keystone-bench/runs"  # each run's Keystone, Rally home and logs, below the cwd
+ENV_NAME = "keystone-bench"  # the Rally env every verb creates in its own Rally home
+TASK_UUID_RE = re.compile(r"Task\s+(" + UUID_RE.pattern + ")")
+ITER_RE = re.compile(r"ITER: \d+ (START|END: (\S+))")
+PROGRESS_EVERY_S = 5.0
+
+
+def progress(message: str) -> None:
+    """A progress line on stderr, as every verb writes them."""
+    print(f"keystone-bench: {mask_urls(message)}", file=sys.stderr, flush=True)
+
+
+def utc_stamp() -> str:
+    return datetime.datetime.now(datetime.timezone.utc).strftime("%Y%m%dT%H%M%SZ")
+
+
+def new_run_dirs(reports_dir: str | Path, runs_dir: str | Path = RUNS_DIR) -> tuple[Path, Path]:
+    """Fresh ``REPORTS_DIR/<stamp>`` (absolute) and ``RUNS_DIR/<stamp>`` (0700) directories.
+
+    Two runs started in the same second never share one: the second gets
+    ``<stamp>-2``. Remove them with :func:`remove_if_empty` when nothing ran.
+    """
+    base = utc_stamp()
+    reports, runs = Path(reports_dir), Path(runs_dir)
+    private_dirs(runs)
+    reports.mkdir(parents=True, exist_ok=True)
+    for n in range(1, 1000):
+        stamp = base if n == 1 else f"{base}-{n}"
+        try:
+            (runs / stamp).mkdir(mode=0o700)
+        except FileExistsError:
+            continue
+        try:
+            (reports / stamp).mkdir()
+        except FileExistsError:
+            (runs / stamp).rmdir()
+            continue
+        # Absolute: the rally CLI runs with its home as working directory.
+        return (reports / stamp).resolve(), runs / stamp
+    raise BenchError(f"no free run directory for {base} under {runs} and {reports}")
+
+
+def private_dirs(path: Path) -> None:
+    """Make PATH and the parents it needs, each new one 0700 (mkdir -p -m 0700)."""
+    missing = [p for p in [path, *path.parents] if not p.exists()]
+    for p in reversed(missing):
+        p.mkdir(mode=0o700, exist_ok=True)
+
+
+def remove_if_empty(*dirs: Path) -> None:
+    """Remove each directory that nothing was written to."""
+    for d in dirs:
+        with contextlib.suppress(OSError):
+            d.rmdir()
+
+
+def run_dir(name: str) -> Path:
+    """A fresh directory below RUNS_DIR for one run's Keystone, Rally home and logs."""
+    path = Path(RUNS_DIR) / name
+    private_dirs(path)
+    return path
+
+
+def task_file(name: str) -> Path:
+    """A task file as a path (else the one shipped in the package); BenchError when neither."""
+    path = shipped.resolve(name, "tasks")
+    if not path.is_file():
+        raise BenchError(f"task file {path} does not exist")
+    return path
+
+
+def parse_task_args(text: str | None) -> dict[str, Any]:
+    """--task-args as a JSON object."""
+    if not text:
+        return {}
+    try:
+        value = json.loads(text)
+    except ValueError as exc:
+        raise BenchError(f"--task-args is not valid JSON: {exc}") from None
+    if not isinstance(value, dict):
+        raise BenchError("--task-args must be a JSON object, like '{\"times\": 10}'")
+    return value
+
+
+ABORT_WAIT_S = 120.0  # after a signal: Rally's runner stops, then its contexts clean up
+KILL_GRACE_S = 10.0  # then SIGINT to Rally, and SIGKILL this long after
+
+# The task running now (start_task registers it) and the signals received.
+_running: list[TaskRun] = []
+_signals: list[int] = []
+
+
+def _on_signal(signum: int, frame: Any) -> None:
+    """SIGINT and SIGTERM alike: the first stops the running task and keeps its results.
+
+    With a task running, Rally is told to abort (``rally task abort``) and its
+    output is read to the end while its contexts clean up (bounded by
+    ABORT_WAIT_S); start_task then raises Interrupted, and the reports of
+    what ran are written before the Keystone stops. Without one, or at a
+    second signal, Interrupted is raised at once (the Keystone still stops).
+    """
+    _signals.append(signum)
+    run = _running[-1] if _running else None
+    if run is not None and len(_signals) == 1:
+        run.interrupt(signum)
+        return
+    raise Interrupted(signum)
+
+
+@contextlib.contextmanager
+def sigterm_as_interrupt() -> Iterator[None]:
+    """SIGINT and SIGTERM stop the load, keep what was measured and clean up (see _on_signal)."""
+    previous = {s: signal.signal(s, _on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
+    _signals.clear()
+    try:
+        yield
+    finally:
+        for s, handler in previous.items():
+            signal.signal(s, handler)
+
+
+def validate_task(home: RallyHome, env: str, task_file: Path, task_args: dict[str, Any]) -> None:
+    """``rally task validate``; BenchError with Rally's reason when the task is not valid."""
+    args = ["--task-args", json.dumps(task_args)] if task_args else []
+    proc = home.rally(
+        "task", "validate", str(task_file.resolve()), "--env", env, *args, check=False
+    )
+    if proc.returncode != 0:
+        raise BenchError(f"task {task_file} is not valid: {last_line(proc)}")
+
+
+@dataclasses.dataclass
+class Counts:
+    """Iterations started, done and failed so far, from Rally's log lines."""
+
+    started: int = 0
+    done: int = 0
+    failed: int = 0
+    _totals: Totals = dataclasses.field(default_factory=Totals, repr=False)
+
+    def feed(self, line: str) -> bool:
+        """Count LINE; True when it changed the counts."""
+        counted = parse_progress(line)
+        if counted:  # pooled_rps: the latest counts of each runner process
+            self.started, self.done, self.failed = self._totals.add(counted)
+            return True
+        m = ITER_RE.search(line)
+        if not m:
+            return False
+        if m.group(1) == "START":
+            self.started += 1
+        else:
+            self.done += 1
+            self.failed += m.group(2) != "OK"
+        return True
+
+
+class TaskRun:
+    """One ``rally task start`` while it runs and after: uuid, counts, exit code."""
+
+    def __init__(self, home: RallyHome, task_file: Path, log_path: Path) -> None:
+        self.home, self.task_file, self.log_path = home, task_file, log_path
+        self.uuid: str | None = None
+        self.rc = -1
+        self.counts = Counts()
+        self.stopped_for: str | None = None  # why the task was stopped early
+        self.interrupted_by: int | None = None  # SIGINT or SIGTERM, when one stopped it
+        self._log: Any = None
+        self._proc: subprocess.Popen | None = None
+
+    def stop(self, why: str) -> None:
+        """Abort the task as a user would with ``rally task abort`` (once; needs the uuid).
+
+        Rally stops its runner, then cleans up (a SIGINT to rally cleans up
+        while the runner still runs).
+        """
+        if self.stopped_for is not None or self.uuid is None:
+            return
+        self.stopped_for = why
+        if self._log is not None:
+            self._log.write(f"keystone-bench: stopping the task: {why}\n")
+        threading.Thread(
+            target=self.home.rally, args=("task", "abort", self.uuid), kwargs={"check": False}
+        ).start()
+
+    def interrupt(self, signum: int) -> None:
+        """Stop the load at a signal; the reading of Rally's output goes on to its end.
+
+        ``rally task abort`` when Rally has named the task (its contexts then
+        clean up), else SIGINT to Rally. Bounded: Rally gets SIGINT after
+        ABORT_WAIT_S, SIGKILL KILL_GRACE_S later.
+        """
+        name = signal.Signals(signum).name
+        self.interrupted_by = signum
+        progress(
+            f"{name}: stopping the load; Rally's cleanup may take up to {ABORT_WAIT_S:g} s "
+            "(a second Ctrl-C skips it, the Keystone still stops)"
+        )
+        if self.uuid is not None and self._mark_aborting():
+            self.stopped_for = f"interrupted by {name}"
+            if self._log is not None:
+                self._log.write(f"keystone-bench: stopping the task: {self.stopped_for}\n")
+        elif self.uuid is not None:
+            self.stop(f"interrupted by {name}")
+        else:
+            self._signal_rally(signal.SIGINT)
+        timer = threading.Timer(ABORT_WAIT_S, self._escalate)
+        timer.daemon = True
+        timer.start()
+
+    def _mark_aborting(self) -> bool:
+        """What ``rally task abort`` does, without its 10 s of start-up on a busy machine.
+
+        Rally's engine polls its task's status every 2 s and stops the runner
+        when it reads ``aborting``; in our own Rally home the database is a
+        SQLite file. False when the task is not running yet (then Rally cannot
+        abort it either) or the database is not ours to write.
+        """
+        import sqlite3
+
+        db = self.home.path / "rally.sqlite"
+        if not db.exists():
+            return False
+        try:
+            with contextlib.closing(sqlite3.connect(db, timeout=5)) as conn, conn:
+                cur = conn.execute(
+                    "UPDATE tasks SET status = 'aborting' "
+                    "WHERE uuid = ? AND status IN ('running', 'soft_aborting')",
+                    (self.uuid,),
+                )
+                return cur.rowcount == 1
+        except sqlite3.Error:
+            return False
+
+    def _escalate(self) -> None:
+        if self._proc is None or self._proc.poll() is not None:
+            return
+        progress(f"Rally did not finish within {ABORT_WAIT_S:g} s of the signal: stopping it")
+        self._signal_rally(signal.SIGINT)
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            self._proc.wait(timeout=KILL_GRACE_S)
+            return
+        self._signal_rally(signal.SIGKILL)
+
+    def _signal_rally(self, sig: int) -> None:
+        if self._proc is not None:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(self._proc.pid, sig)
+
+
+Watcher = Callable[[TaskRun, str], None]
+
+
+def progress_lines(
+    say: Callable[[str], None] = progress, every: float = PROGRESS_EVERY_S
+) -> Watcher:
+    """The default watcher: the task's uuid when Rally names it, then counts every few seconds."""
+    seen: dict[str, Any] = {"uuid": None, "last": 0.0, "done": 0}
+
+    def watch(run: TaskRun, line: str) -> None:
+        name = run.task_file.name
+        if run.uuid is not None and seen["uuid"] is None:
+            seen["uuid"] = run.uuid
+            say(f"{name}: task {run.uuid} started (log: {run.log_path})")
+        now = time.monotonic()
+        if run.counts.done != seen["done"] and now - seen["last"] >= every:
+            seen["last"], seen["done"] = now, run.counts.done
+            say(f"{name}: {run.counts.done} iterations done, {run.counts.failed} failed")
+
+    return watch
+
+
+def start_task(
+    home: RallyHome,
+    env: str,
+    task_file: Path,
+    task_args: dict[str, Any],
+    log_path: Path,
+    *,
+    extra: Sequence[str] = (),
+    config: Path | None = None,
+    watch: Watcher | None = None,
+) -> TaskRun:
+    """``rally task start`` with its output in LOG_PATH and each line shown to WATCH.
+
+    Rally runs in its own process group: the runner's worker processes go
+    with it at the end. Ctrl-C (or SIGTERM under ``sigterm_as_interrupt``)
+    is passed on to Rally, which aborts the task and runs its cleanup.
+    """
+    watch = watch or progress_lines()
+    cmd = [rally_executable(), "--config-file", str(config or home.config_path), "task", "start"]
+    cmd += [str(task_file.resolve()), "--env", env, *extra]
+    if task_args:
+        cmd += ["--task-args", json.dumps(task_args)]
+    run = TaskRun(home, task_file, log_path)
+    with open(log_path, "w", buffering=1) as log:  # line by line: tail -f works
+        run._log = log
+        run._proc = proc = subprocess.Popen(
+            cmd,
+            env=home.environ(),
+            cwd=home.path,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+            start_new_session=True,
+            umask=PRIVATE_UMASK,
+        )
+        _running.append(run)
+        try:
+            assert proc.stdout is not None
+            for line in proc.stdout:
+                log.write(mask_urls(line))
+                if run.uuid is None:
+                    found = TASK_UUID_RE.search(line)
+                    if found:
+                        run.uuid = found.group(1)
+                run.counts.feed(line)
+                watch(run, line)
+            run.rc = proc.wait()
+        except KeyboardInterrupt as exc:
+            # A second signal, or one outside sigterm_as_interrupt: no more waiting.
+            run.interrupted_by = getattr(exc, "signum", signal.SIGINT)
+            log.write(f"keystone-bench: interrupted again: {task_file.name} stopped at once\n")
+            stop = Interrupted(run.interrupted_by)
+            stop.run = run  # type: ignore[attr-defined]
+            raise stop from None
+        finally:
+            _running.remove(run)
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(proc.pid, signal.SIGKILL)  # worker processes left behind
+            run._log = None
+    if run.interrupted_by is not None:  # Rally finished after the signal: results kept
+        stop = Interrupted(run.interrupted_by)
+        stop.run = run  # type: ignore[attr-defined]
+        raise stop
+    return run
+
+
+# -- a task and its reports ------------------------------------------------------
+@dataclasses.dataclass
+class TaskOutcome:
+    task_file: Path
+    uuid: str | None
+    rally_exit: int
+    json_report: Path | None = None
+    html_report: Path | None = None
+    summary: Path | None = None
+    workloads: list = dataclasses.field(default_factory=list)
+    interrupted_by: int | None = None  # the signal that stopped the task, if one did
+
+    @property
+    def interrupted(self) -> str | None:
+        """``interrupted by SIGTERM`` when a signal stopped the task."""
+        if self.interrupted_by is None:
+            return None
+        return f"interrupted by {signal.Signals(self.interrupted_by).name}"
+
+    @property
+    def sla_passed(self) -> bool:
+        return bool(self.workloads) and all(wl.pass_sla for wl in self.workloads)
+
+
+def json_report(home: RallyHome, uuid: str, path: Path) -> bool:
+    """Rally's JSON report of task UUID at PATH; False when Rally could not write it."""
+    proc = home.rally("task", "report", uuid, "--json", "--out", str(path), check=False)
+    return proc.returncode == 0
+
+
+def write_reports(home: RallyHome, outcome: TaskOutcome, out_dir: Path) -> None:
+    """Rally's JSON and static HTML reports, then our summary, for one task."""
+    if outcome.uuid is None:
+        return
+    # Rally runs in its own home directory: a relative path would land there.
+    out_dir = out_dir.resolve()
+    stem = outcome.task_file.stem
+    json_path, html_path = out_dir / f"{stem}.json", out_dir / f"{stem}.html"
+
+    def html_report() -> None:
+        args = ("task", "report", outcome.uuid, "--html-static", "--out", str(html_path))
+        if home.rally(*args, check=False).returncode == 0:
+            outcome.html_report = html_path
+
+    # Both at once: each rally process takes seconds to start on a busy machine.
+    html = threading.Thread(target=html_report)
+    html.start()
+    if json_report(home, outcome.uuid, json_path):
+        outcome.json_report = json_path
+    html.join()
+    if outcome.json_report is not None:
+        outcome.workloads = results.load(json_path)
+        if outcome.workloads:
+            label = f"{stem} ({outcome.interrupted}: what ran)" if outcome.interrupted else stem
+            outcome.summary = write_summary(outcome.workloads, out_dir / f"{stem}-summary", label)
+
+
+def run_task(
+    home: RallyHome, env: str, task_file: Path, task_args: dict[str, Any], out_dir: Path
+) -> TaskOutcome:
+    """Start TASK_FILE and write its reports into OUT_DIR, even when it fails half-way."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    outcome = TaskOutcome(task_file, None, -1)
+    try:
+        run = start_task(home, env, task_file, task_args, out_dir / f"{task_file.stem}.rally.log")
+        outcome.rally_exit, outcome.uuid = run.rc, run.uuid
+    except Interrupted as exc:
+        # Reports of what ran are written (finally) before the Keystone stops.
+        run = getattr(exc, "run", None)
+        if run is not None:
+            outcome.rally_exit, outcome.uuid = run.rc, run.uuid
+        outcome.interrupted_by = exc.signum
+        exc.outcome = outcome
+        raise
+    finally:
+        write_reports(home, outcome, out_dir)
+    return outcome

@@ -1,0 +1,1 @@
+"""Load engines beyond Rally's runners (the Locust engine)."""

@@ -1,0 +1,12 @@
+"""The Locust engine: an open-model load on TokenClient, from one host or many.
+
+``schedule``: when each request should start (constant spacing or Poisson
+arrivals), shared out among the workers. ``samples``: one record per
+request (intended start, send, answer) and the Rally JSON report built from
+them. ``setup``: the users, projects and tokens made before the load and
+deleted after it. ``locustfile``: what ``locust -f`` loads (master and
+workers). ``engine``: starts a master and K workers for ``keystone-bench load``
+and ``capacity --engine locust``.
+
+Nothing here imports gevent or Locust at import time except ``locustfile``.
+"""

@@ -1,0 +1,389 @@
+"""Start a Locust master (and K local workers) on our locustfile, and collect the result.
+
+Used by ``keystone-bench load --engine locust`` and ``capacity --engine
+locust``. The master and each worker are the real ``locust`` command in
+their own processes (``locust -f locustfile.py --master --headless`` and
+``--worker``); workers started on other hosts join the same master when
+``expect_workers`` counts them. Every process started here is stopped here.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import math
+import os
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from rally_keystone_bench.engines.locust import schedule
+from rally_keystone_bench.engines.locust.samples import SCENARIOS
+from rally_keystone_bench.errors import BenchError
+
+# default users: enough for 1 s of latency at the rate (a busy Keystone's issue
+# took seconds; with too few connections every send goes out late)
+CONNECTIONS_PER_RPS = 1.0
+MIN_DEFAULT_USERS = 10
+MAX_DEFAULT_USERS = 1000
+_JOINED_RE = re.compile(r"(\d+) workers connected")
+
+
+@contextlib.contextmanager
+def started_target(
+    run_dir: Path,
+    *,
+    cloud: Mapping[str, Any] | None = None,
+    mock: Any = None,
+    deployment: Any = None,
+    say: Callable[[str], None] = lambda _m: None,
+) -> Iterator[tuple[dict[str, Any], str]]:
+    """The admin credential of a target, for the Locust engine (no Rally env needed).
+
+    CLOUD: a Rally env spec; MOCK: a MockKeystone, started here; else a local
+    Keystone of DEPLOYMENT, started here. Whatever is started is stopped.
+    """
+    from rally_keystone_bench.deploy.keystone import LocalKeystone
+    from rally_keystone_bench.driver import targets
+
+    if cloud is not None:
+        platform = cloud["openstack"]
+        targets.check_reachable(platform["auth_url"])
+        credential = {"auth_url": platform["auth_url"], **platform.get("admin", {})}
+        credential["https_insecure"] = platform.get("https_insecure", False)
+        credential["https_cacert"] = platform.get("https_cacert", "")
+        yield credential, platform["auth_url"]
+        return
+    if mock is not None:
+        with mock:
+            yield mock.admin_credentials, mock.auth_url
+        return
+    keystone = LocalKeystone(deployment, run_dir / "keystone", progress=say)
+    try:
+        targets.start_explained(keystone)
+        say(f"Keystone is up at {keystone.auth_url} (logs in {keystone.run_dir})")
+        yield keystone.admin_credentials, keystone.auth_url
+    finally:
+        keystone.stop()
+
+
+def locustfile_path() -> Path:
+    return Path(__file__).with_name("locustfile.py")
+
+
+def locust_executable() -> str:
+    beside = Path(sys.executable).parent / "locust"
+    if beside.exists():
+        return str(beside)
+    found = shutil.which("locust")
+    if not found:
+        raise BenchError("the locust command is not installed (pip install locust)")
+    return found
+
+
+@dataclass(frozen=True)
+class LoadSettings:
+    """One open-model load: what, how fast, for how long, from which workers."""
+
+    scenario: str
+    rate: float
+    duration: float
+    warmup: float = 0.0
+    workers: int = 1  # started here
+    expect_workers: int = 0  # started elsewhere, joining this master
+    master_host: str = "127.0.0.1"
+    master_port: int = 0  # 0: a free one
+    expect_timeout: float = 60.0
+    arrival: str = "constant"
+    users: int | None = None  # connections over all workers
+    keystone_users: int = 4
+    tokens_per_user: int = 8
+    http: str = "gevent"
+    steps: tuple[schedule.Step, ...] = ()  # a ramp instead of rate/duration
+    seed: int = 0
+    timeout: float = 60.0  # per request
+    stop_when_degraded: bool = False
+
+    @property
+    def total_workers(self) -> int:
+        return self.workers + self.expect_workers
+
+    @property
+    def all_steps(self) -> tuple[schedule.Step, ...]:
+        return self.steps or schedule.steps_of(self.rate, self.warmup + self.duration)
+
+    @property
+    def seconds(self) -> float:
+        return sum(s.seconds for s in self.all_steps)
+
+    @property
+    def connections(self) -> int:
+        if self.users:
+            return self.users
+        peak = max(s.rate for s in self.all_steps)
+        want = int(math.ceil(peak * CONNECTIONS_PER_RPS))
+        return max(2 * self.total_workers, MIN_DEFAULT_USERS, min(MAX_DEFAULT_USERS, want))
+
+
+def check_load(s: LoadSettings) -> None:
+    """BenchError with a one-line reason for any bad setting (before any load)."""
+    if s.scenario not in SCENARIOS:
+        raise BenchError(f"unknown scenario {s.scenario!r}: choose one of {', '.join(SCENARIOS)}")
+    for name, value in (("--rate", s.rate), ("--duration", s.duration)):
+        if not (math.isfinite(value) and value > 0):
+            raise BenchError(f"{name} must be above 0, not {value:g}")
+    if not (math.isfinite(s.warmup) and s.warmup >= 0):
+        raise BenchError(f"--warmup must be 0 s or more, not {s.warmup:g}")
+    if s.workers < 0 or s.expect_workers < 0 or s.total_workers < 1:
+        raise BenchError(
+            f"need at least 1 worker (--workers K, K >= 1), not {s.workers}"
+            + (f" + {s.expect_workers} expected" if s.expect_workers else "")
+        )
+    if not (math.isfinite(s.expect_timeout) and s.expect_timeout > 0):
+        raise BenchError(f"--expect-timeout must be above 0 s, not {s.expect_timeout:g}")
+    if s.users is not None and s.users < s.total_workers:
+        raise BenchError(f"--users {s.users} is fewer than the {s.total_workers} workers")
+    try:
+        schedule.check(s.all_steps, s.arrival, s.total_workers)
+    except ValueError as exc:
+        raise BenchError(str(exc)) from None
+
+
+def parse_bind(text: str | None) -> tuple[str, int]:
+    """HOST:PORT (PORT 0 or missing: a free one); BenchError when malformed."""
+    if not text:
+        return "127.0.0.1", 0
+    host, sep, port = text.rpartition(":")
+    if not sep:
+        host, port = text, "0"
+    try:
+        number = int(port)
+    except ValueError:
+        raise BenchError(f"--master-bind {text}: the port is not a number") from None
+    if not 0 <= number < 65536:
+        raise BenchError(f"--master-bind {text}: no such port")
+    return host.strip("[]") or "127.0.0.1", number
+
+
+def bindable(host: str, port: int) -> int:
+    """A port the master can listen on at HOST (PORT, or a free one); BenchError if none."""
+    try:
+        with socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET) as sock:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            sock.bind((host, port))
+            return sock.getsockname()[1]
+    except OSError as exc:
+        raise BenchError(f"the master cannot listen on {host}:{port}: {exc.strerror}") from None
+
+
+def check_master_reachable(host: str, port: int, timeout: float = 5.0) -> None:
+    """BenchError unless a TCP connection to the master opens (a worker's first check)."""
+    try:
+        with socket.create_connection((host, port), timeout=timeout):
+            return
+    except OSError as exc:
+        reason = exc.strerror or type(exc).__name__
+        raise BenchError(f"the master at {host}:{port} is unreachable: {reason}") from None
+
+
+@dataclass
+class LoadResult:
+    report: Path  # the Rally JSON report
+    samples: Path
+    meta: dict[str, Any]
+    out_dir: Path
+    elapsed: float = 0.0
+    logs: list[Path] = field(default_factory=list)
+
+
+def _admin_environ(credential: Mapping[str, Any]) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("OS_")}
+    env["OS_AUTH_URL"] = str(credential["auth_url"])
+    env["OS_USERNAME"] = str(credential["username"])
+    env["OS_PASSWORD"] = str(credential["password"])
+    env["OS_PROJECT_NAME"] = str(credential.get("project_name") or "admin")
+    env["OS_USER_DOMAIN_NAME"] = str(credential.get("user_domain_name") or "Default")
+    env["OS_PROJECT_DOMAIN_NAME"] = str(credential.get("project_domain_name") or "Default")
+    if credential.get("https_insecure"):
+        env["OS_INSECURE"] = "true"
+    if credential.get("https_cacert"):
+        env["OS_CACERT"] = str(credential["https_cacert"])
+    return env
+
+
+def master_command(s: LoadSettings, host: str, port: int, out_dir: Path) -> list[str]:
+    cmd = [
+        locust_executable(),
+        "-f",
+        str(locustfile_path()),
+        "--master",
+        "--headless",
+        "--only-summary",
+        "--master-bind-host",
+        host,
+        "--master-bind-port",
+        str(port),
+        "--expect-workers",
+        str(s.total_workers),
+        "--expect-workers-max-wait",
+        f"{s.expect_timeout:g}",
+        "-u",
+        str(s.connections),
+        "-r",
+        str(s.connections),
+        "--ks-scenario",
+        s.scenario,
+        "--ks-arrival",
+        s.arrival,
+        "--ks-seed",
+        str(s.seed),
+        "--ks-keystone-users",
+        str(s.keystone_users),
+        "--ks-tokens-per-user",
+        str(s.tokens_per_user),
+        "--ks-http",
+        s.http,
+        "--ks-out",
+        str(out_dir),
+        "--ks-timeout",
+        repr(s.timeout),
+    ]
+    if s.stop_when_degraded:
+        cmd.append("--ks-stop-when-degraded")
+    if s.steps:
+        cmd += ["--ks-steps", json.dumps([[st.rate, st.seconds] for st in s.steps])]
+    else:
+        cmd += ["--ks-rate", repr(s.rate), "--ks-duration", repr(s.duration)]
+        cmd += ["--ks-warmup", repr(s.warmup)]
+    return cmd
+
+
+def worker_command(master_host: str, port: int) -> list[str]:
+    host = "127.0.0.1" if master_host in ("0.0.0.0", "") else master_host
+    return [
+        locust_executable(),
+        "-f",
+        str(locustfile_path()),
+        "--worker",
+        "--master-host",
+        host,
+        "--master-port",
+        str(port),
+    ]
+
+
+def _stop(proc: subprocess.Popen, grace: float = 10.0) -> None:
+    if proc.poll() is None:
+        with contextlib.suppress(ProcessLookupError):
+            proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(timeout=grace)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
+def run_load(
+    s: LoadSettings,
+    admin_credential: Mapping[str, Any],
+    out_dir: Path,
+    say: Callable[[str], None] = lambda _m: None,
+    worker_prefixes: list[list[str]] | None = None,
+    master_prefix: list[str] | None = None,
+) -> LoadResult:
+    """Run the master and the local workers to the end; BenchError when no result came.
+
+    ``worker_prefixes`` (one per worker) and ``master_prefix`` wrap the
+    commands (``ip netns exec NS`` in the tests that put them on other "hosts").
+    """
+    check_load(s)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    for name in ("run.json", "locust-report.json", "samples.json"):
+        (out_dir / name).unlink(missing_ok=True)
+    host, port = s.master_host, s.master_port
+    if master_prefix is None:
+        port = bindable(host, port)
+    elif not port:
+        raise BenchError("a master in another namespace needs an explicit port")
+    env = _admin_environ(admin_credential)
+    master_log = out_dir / "master.log"
+    procs: list[subprocess.Popen] = []
+    logs = [master_log]
+    t0 = time.monotonic()
+    try:
+        with open(master_log, "wb") as log:
+            master = subprocess.Popen(
+                [*(master_prefix or []), *master_command(s, host, port, out_dir)],
+                env=env,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                start_new_session=True,
+            )
+        procs.append(master)
+        worker_env = {k: v for k, v in os.environ.items() if not k.startswith("OS_")}
+        for i in range(s.workers):
+            path = out_dir / f"worker-{i}.log"
+            logs.append(path)
+            with open(path, "wb") as log:
+                procs.append(
+                    subprocess.Popen(
+                        [
+                            *(worker_prefixes[i] if worker_prefixes else []),
+                            *worker_command(host, port),
+                        ],
+                        env=worker_env,
+                        stdout=log,
+                        stderr=subprocess.STDOUT,
+                        stdin=subprocess.DEVNULL,
+                        start_new_session=True,
+                    )
+                )
+        where = f"{host}:{port}"
+        say(
+            f"Locust master on {where}: {s.workers} local worker(s)"
+            + (f", waiting for {s.expect_workers} more" if s.expect_workers else "")
+            + f", {s.connections} connections"
+        )
+        limit = s.expect_timeout + 120.0 + s.seconds + 120.0
+        try:
+            master.wait(timeout=limit)
+        except subprocess.TimeoutExpired:
+            raise BenchError(
+                f"the Locust master ran past {limit:.0f} s; see {master_log}"
+            ) from None
+    except KeyboardInterrupt:
+        # the master deletes what it made on SIGTERM (its quitting event)
+        for proc in procs:
+            _stop(proc, grace=60.0)
+        raise
+    finally:
+        for proc in procs[1:]:
+            _stop(proc)
+        for proc in procs[:1]:
+            _stop(proc, grace=60.0)
+    elapsed = time.monotonic() - t0
+    run_json = out_dir / "run.json"
+    if not run_json.exists():
+        text = master_log.read_text(errors="replace")
+        if "Gave up waiting for workers" in text:
+            joined = [int(m) for m in _JOINED_RE.findall(text)]
+            raise BenchError(
+                f"{max(joined, default=0)} of {s.total_workers} worker(s) joined the master "
+                f"on {host}:{port} within --expect-timeout {s.expect_timeout:g} s; "
+                "no load was sent, no user was made"
+            )
+        tail = [ln for ln in text.strip().splitlines() if ln.strip()][-1:]
+        raise BenchError(f"the Locust master ended without a result: {' '.join(tail)[:300]}")
+    meta = json.loads(run_json.read_text())
+    return LoadResult(
+        out_dir / "locust-report.json", out_dir / "samples.json", meta, out_dir, elapsed, logs
+    )

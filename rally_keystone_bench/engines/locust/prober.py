@@ -1,0 +1,147 @@
+"""Capacity probes on the Locust engine: one load per probe, or one ramp for the bracket.
+
+``LocustProber(rate, role)`` runs ``warmup + window`` seconds at RATE and
+judges the report with capacity.judge, as a Rally probe is judged; the
+warm-up is cut from the Locust report already, so the judge sees no
+warm-up. ``LocustProber.ramp(rates)`` runs the rates one after the other in
+one load (the first step also carries the warm-up) and judges each step on
+its own samples: errors, the latency slope within the step, saturation,
+the generator's lag.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+import time
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any
+
+from rally_keystone_bench import capacity, results
+from rally_keystone_bench.capacity import fmt
+from rally_keystone_bench.engines.locust import engine, schedule
+from rally_keystone_bench.engines.locust import samples as sm
+from rally_keystone_bench.errors import BenchError
+
+MAX_CONNECTIONS = 500
+REQUEST_TIMEOUT_S = 10.0  # an answer later than this fails the request (and the probe)
+
+
+def connections(settings: capacity.Settings, rps: float) -> int:
+    """Users (connections) of a probe: Rally's slot budget, at most MAX_CONNECTIONS."""
+    return max(2 * settings.locust_workers, min(MAX_CONNECTIONS, settings.max_concurrency(rps)))
+
+
+class LocustProber:
+    def __init__(
+        self,
+        credential: Mapping[str, Any],
+        settings: capacity.Settings,
+        out_dir: Path,
+        say: Callable[[str], None] = capacity.progress,
+    ) -> None:
+        self.credential = credential
+        self.settings = settings
+        self.out_dir = out_dir
+        self.say = say
+        self.count = 0
+        self.done: list[capacity.Probe] = []
+        self.started = time.monotonic()
+
+    def _load(self, stem: str, **kw: Any) -> engine.LoadResult:
+        s = self.settings
+        load = engine.LoadSettings(
+            scenario=s.scenario,
+            rate=kw.pop("rate", 1.0),
+            duration=kw.pop("duration", s.window),
+            warmup=kw.pop("warmup", s.warmup),
+            workers=s.locust_workers,
+            timeout=REQUEST_TIMEOUT_S,
+            **kw,
+        )
+        result = engine.run_load(load, self.credential, self.out_dir / stem, self.say)
+        if result.meta.get("error"):
+            raise BenchError(f"{stem}: {result.meta['error']}")
+        return result
+
+    def __call__(self, rps: float, role: str) -> capacity.Probe:
+        s = self.settings
+        self.count += 1
+        k = self.count
+        users = connections(s, rps)
+        probe = capacity.Probe(k, role, rps, planned=s.times(rps), max_concurrency=users)
+        self.say(
+            f"probe {k} ({role}): {fmt(rps)} rps over {s.warmup + s.window:g} s on "
+            f"{s.locust_workers} Locust worker(s), {users} connections"
+        )
+        t0 = time.monotonic()
+        result = self._load(f"probe-{k:02d}-{fmt(rps)}rps", rate=rps, users=users)
+        (wl,) = results.load(result.report)
+        probe.report = str(result.report)
+        capacity.judge(probe, wl, dataclasses.replace(s, warmup=0.0))
+        probe.planned = s.times(rps) - int(math.floor(rps * s.warmup + 1e-9))
+        probe.elapsed = time.monotonic() - t0
+        self._said(probe)
+        return probe
+
+    def ramp(self, rates: list[float]) -> list[capacity.Probe]:
+        s = self.settings
+        self.count += 1
+        k = self.count
+        step_s = s.ramp_step_s
+        steps = [schedule.Step(rates[0], s.warmup + step_s)]
+        steps += [schedule.Step(r, step_s) for r in rates[1:]]
+        users = connections(s, max(rates))
+        self.say(
+            f"probe {k} (ramp): {', '.join(fmt(r) for r in rates)} rps, {step_s:g} s each "
+            f"after {s.warmup:g} s of warm-up, on {s.locust_workers} Locust worker(s)"
+        )
+        t0 = time.monotonic()
+        result = self._load(
+            f"probe-{k:02d}-ramp",
+            steps=tuple(steps),
+            users=users,
+            rate=max(rates),
+            warmup=0.0,
+            stop_when_degraded=True,
+        )
+        everything = json.loads(result.samples.read_text())
+        t_zero = result.meta["t0"]
+        out = []
+        for i, (rate, begin, end) in enumerate(schedule.step_bounds(steps)):
+            if i == 0:
+                begin += s.warmup
+            half = 0.5 / rate
+            mine = [x for x in everything if t_zero + begin - half <= x[2] < t_zero + end - half]
+            report = sm.rally_report(
+                mine,
+                scenario=s.scenario,
+                runner={"rps": rate, "workers": s.locust_workers, "users": users, "ramp": True},
+                sla_results=[],
+            )
+            probe = capacity.Probe(
+                k,
+                f"ramp {i + 1}/{len(rates)}",
+                rate,
+                planned=int(math.floor(rate * step_s + 1e-9)),
+                max_concurrency=users,
+            )
+            if not mine:  # every worker stopped before this step: degraded earlier
+                break
+            (wl,) = results.from_report(report, f"ramp step {i + 1}")
+            capacity.judge(probe, wl, dataclasses.replace(s, warmup=0.0))
+            probe.report = str(result.report)
+            probe.elapsed = (time.monotonic() - t0) if i == len(rates) - 1 else 0.0
+            out.append(probe)
+            self._said(probe)
+        return out
+
+    def _said(self, probe: capacity.Probe) -> None:
+        if probe not in self.done:
+            self.done.append(probe)
+        self.say(
+            f"probe {probe.number} ({probe.role}): {fmt(probe.rps)} rps -> {probe.verdict} "
+            f"({probe.reason})"
+        )

@@ -1,0 +1,317 @@
+"""One record per request, and the Rally JSON report built from them.
+
+A sample is a plain tuple, so that msgpack carries it from a worker to the
+master exactly (floats stay IEEE doubles; nothing is rounded or bucketed):
+
+``(request, action, intended, sent, answered, status, error)``
+
+- ``request``: the global request number of the schedule (an iteration);
+  the lifecycle scenario sends several actions under one number;
+- ``action``: ``keystone.issue_token``, ``keystone.validate_token``, ...;
+- ``intended``, ``sent``, ``answered``: epoch seconds on the worker's clock;
+  service time is ``answered - sent``, response time ``answered - intended``;
+- ``status``: the HTTP status (0 when no answer came);
+- ``error``: "" or "Type: message" (already scrubbed of secrets).
+
+The report is Rally's JSON, format 1.2 (what ``rally task report --json``
+writes): one workload, one iteration per request number, an atomic action
+per request (its ``started_at`` the send, ``finished_at`` the answer) and,
+in each iteration, ``intended_start``, which Rally ignores and
+``results`` reads. Each iteration's output also charts its response time
+and send lag (Rally's HTML shows them in its "Scenario Data" tab).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import math
+import uuid as uuid_mod
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any, NamedTuple
+
+ISSUE = "keystone.issue_token"
+VALIDATE = "keystone.validate_token"
+CHECK = "keystone.check_token"
+REVOKE = "keystone.revoke_token"
+
+# --scenario -> (Rally scenario name, its arguments as our tasks give them)
+SCENARIOS: dict[str, tuple[str, dict[str, Any]]] = {
+    "authenticate": (
+        "KeystoneTokens.authenticate",
+        {"scope": "project", "method": "password", "include_catalog": True},
+    ),
+    "validate": (
+        "KeystoneTokens.validate",
+        {"method": "GET", "include_catalog": False, "repetitions": 1},
+    ),
+    "lifecycle": ("KeystoneTokens.lifecycle", {"validations": 1, "check": True, "revoke": True}),
+}
+RUNNER = "locust"  # the runner type the report names
+
+
+class Sample(NamedTuple):
+    request: int
+    action: str
+    intended: float
+    sent: float
+    answered: float
+    status: int
+    error: str
+
+
+def _iso(ts: float) -> str:
+    return dt.datetime.fromtimestamp(ts, dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%S")
+
+
+def iterations(samples: Iterable[Sequence[Any]]) -> list[dict[str, Any]]:
+    """Rally iteration records, one per request number, in order of intended start."""
+    by_request: dict[int, list[Sample]] = {}
+    for raw in samples:
+        s = Sample(*raw)
+        by_request.setdefault(int(s.request), []).append(s)
+    out = []
+    for group in by_request.values():
+        group.sort(key=lambda s: s.sent)
+        first, last = group[0], group[-1]
+        failed = next((s for s in group if s.error), None)
+        atomics = []
+        for s in group:
+            action: dict[str, Any] = {
+                "name": s.action,
+                "children": [],
+                "started_at": s.sent,
+                "finished_at": s.answered,
+            }
+            if s.error:
+                action["failed"] = True
+            atomics.append(action)
+        error: list[str] = []
+        if failed is not None:
+            etype, _, message = failed.error.partition(": ")
+            error = [etype or "Error", message, ""]
+        response = last.answered - first.intended
+        out.append(
+            {
+                "timestamp": first.sent,
+                "duration": last.answered - first.sent,
+                "idle_duration": 0.0,
+                "intended_start": first.intended,
+                "error": error,
+                "output": {
+                    "additive": [
+                        {
+                            "title": "Response time from the intended start",
+                            "description": "seconds from when the schedule wanted the "
+                            "request sent to its answer; send lag: how late it was sent",
+                            "chart_plugin": "StatsTable",
+                            "data": [
+                                ["response time", response],
+                                ["send lag", first.sent - first.intended],
+                            ],
+                        }
+                    ],
+                    "complete": [],
+                },
+                "atomic_actions": atomics,
+            }
+        )
+    out.sort(key=lambda it: it["intended_start"])
+    return out
+
+
+def _stats(values: Sequence[float], count: int, failed: int) -> dict[str, Any]:
+    import numpy as np
+
+    v = np.asarray(values, dtype=float)
+    if v.size == 0:
+        return {
+            "iteration_count": count,
+            "min": None,
+            "median": None,
+            "90%ile": None,
+            "95%ile": None,
+            "max": None,
+            "avg": None,
+            "success": f"{100.0 * (count - failed) / count:.1f}%" if count else "n/a",
+        }
+    q = np.percentile(v, [50, 90, 95])
+    return {
+        "iteration_count": count,
+        "min": round(float(v.min()), 3),
+        "median": round(float(q[0]), 3),
+        "90%ile": round(float(q[1]), 3),
+        "95%ile": round(float(q[2]), 3),
+        "max": round(float(v.max()), 3),
+        "avg": round(float(v.mean()), 3),
+        "success": f"{100.0 * (count - failed) / count:.1f}%" if count else "n/a",
+    }
+
+
+def _entry(name: str, values: Sequence[float], count: int, failed: int, children=()) -> dict:
+    return {
+        "data": _stats(values, count, failed),
+        "count_per_iteration": 1,
+        "name": name,
+        "display_name": name,
+        "children": list(children),
+    }
+
+
+def statistics(data: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    """Rally's ``statistics.durations`` table for these iterations (its rounding: ms)."""
+    ok = [it for it in data if not it["error"]]
+    count, failed = len(data), len(data) - len(ok)
+    durations = [it["duration"] for it in ok]
+    total = _entry(
+        "total",
+        durations,
+        count,
+        failed,
+        [
+            _entry("duration", durations, count, failed),
+            _entry("idle_duration", [0.0] * len(ok), count, failed),
+        ],
+    )
+    atomics: dict[str, list[float]] = {}
+    counts: dict[str, list[int]] = {}
+    for it in data:
+        for a in it["atomic_actions"]:
+            c = counts.setdefault(a["name"], [0, 0])
+            c[0] += 1
+            if a.get("failed"):
+                c[1] += 1
+            else:
+                atomics.setdefault(a["name"], []).append(a["finished_at"] - a["started_at"])
+    return {
+        "durations": {
+            "total": total,
+            "atomics": [
+                _entry(name, atomics.get(name, []), c[0], c[1]) for name, c in counts.items()
+            ],
+        }
+    }
+
+
+def rally_report(
+    samples: Iterable[Sequence[Any]],
+    *,
+    scenario: str,
+    runner: Mapping[str, Any],
+    contexts: Mapping[str, Any] | None = None,
+    sla_results: Sequence[Mapping[str, Any]] = (),
+    title: str = "",
+    description: str = "",
+    env_name: str = "locust",
+    load_window: tuple[float, float] | None = None,
+    full_duration: float | None = None,
+) -> dict[str, Any]:
+    """A Rally JSON report (format 1.2) with one workload of these samples.
+
+    ``sla_results`` are criteria as Rally writes them ({criterion, success,
+    detail}); the workload passes when all of them do. ``load_window`` is
+    (first send, last answer) when known, else taken from the samples.
+    """
+    from rally_keystone_bench import __name__ as pkg
+
+    name, args = SCENARIOS[scenario]
+    data = iterations(samples)
+    now = dt.datetime.now(dt.timezone.utc).timestamp()
+    if data:
+        first = min(it["timestamp"] for it in data)
+        last = max(it["timestamp"] + it["duration"] for it in data)
+    else:
+        first = last = now
+    if load_window is not None:
+        first, last = load_window
+    load = max(0.0, last - first)
+    durations = [it["duration"] for it in data]
+    failed = sum(1 for it in data if it["error"])
+    passed = all(c.get("success", True) for c in sla_results)
+    task_uuid = str(uuid_mod.uuid4())
+    subtask_uuid = str(uuid_mod.uuid4())
+    created, updated = _iso(first), _iso(max(last, first))
+    workload = {
+        "uuid": str(uuid_mod.uuid4()),
+        "description": description or f"{name} under an open-model load (Locust engine)",
+        "runner": {RUNNER: dict(runner)},
+        "hooks": [],
+        "scenario": {name: dict(args)},
+        "min_duration": min(durations) if durations else None,
+        "max_duration": max(durations) if durations else None,
+        "start_time": first if data else None,
+        "load_duration": load,
+        "full_duration": full_duration if full_duration is not None else load,
+        "statistics": statistics(data),
+        "data": data,
+        "failed_iteration_count": failed,
+        "total_iteration_count": len(data),
+        "created_at": created,
+        "updated_at": updated,
+        "contexts": dict(contexts or {}),
+        "contexts_results": [],
+        "position": 0,
+        "pass_sla": passed,
+        "sla_results": {"sla": [dict(c) for c in sla_results]},
+        "sla": {c["criterion"]: {} for c in sla_results},
+    }
+    return {
+        "info": {
+            "rally_version": "n/a",
+            "generated_at": _iso(now),
+            "format_version": "1.2",
+            "generated_by": f"{pkg} (Locust engine)",
+        },
+        "tasks": [
+            {
+                "uuid": task_uuid,
+                "title": title or f"{scenario} on the Locust engine",
+                "description": description,
+                "status": "finished",
+                "tags": ["locust"],
+                "env_uuid": "n/a",
+                "env_name": env_name,
+                "created_at": created,
+                "updated_at": updated,
+                "pass_sla": passed,
+                "subtasks": [
+                    {
+                        "uuid": subtask_uuid,
+                        "title": title or scenario,
+                        "description": "",
+                        "status": "finished",
+                        "created_at": created,
+                        "updated_at": updated,
+                        "sla": {},
+                        "workloads": [workload],
+                    }
+                ],
+            }
+        ],
+    }
+
+
+def failure_rate_sla(samples_failed: int, total: int) -> dict[str, Any]:
+    """Rally's ``failure_rate: max 0`` criterion, as Rally words it."""
+    rate = 100.0 * samples_failed / total if total else 0.0
+    ok = samples_failed == 0
+    return {
+        "criterion": "failure_rate",
+        "success": ok,
+        "detail": f"Failure rate criteria 0.00% <= {rate:.2f}% <= 0.00% - "
+        + ("Passed" if ok else "Failed"),
+    }
+
+
+def complete_sla(lost: Sequence[str], expected: int, received: int) -> dict[str, Any]:
+    """Whether every worker's samples came back: a lost worker fails the report."""
+    ok = not lost and received == expected
+    if ok:
+        detail = f"all {received} samples of every worker came back"
+    else:
+        who = f"lost worker(s) {', '.join(lost)}; " if lost else ""
+        detail = f"{who}{received} samples came back of {expected} the workers reported"
+    return {"criterion": "samples_complete", "success": ok, "detail": detail}
+
+
+def finite(value: float) -> bool:
+    return isinstance(value, float | int) and math.isfinite(value)

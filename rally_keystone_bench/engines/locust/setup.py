@@ -1,0 +1,118 @@
+"""The Keystone users the load runs as: made before it, deleted after it.
+
+One project and N users holding the member role on it, named
+``kbl-<run id>-...``, created through the admin client the Rally contexts
+use (retries counted, creates adopted on a retried 409), and deleted with
+it afterwards, whatever the load did. Deleting a user ends its tokens, so
+the pre-issued tokens of the validate scenario go with their users.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+from rally_keystone_bench.clients.admin import AdminClient, run_parallel
+from rally_keystone_bench.clients.retry import RetryStats
+
+PREFIX = "kbl-"
+ROLE = "member"
+
+
+@dataclass
+class Prepared:
+    """What was made: ids to delete, and each user's credentials for the workers."""
+
+    run_id: str
+    domain_id: str
+    project: dict[str, str] | None = None
+    users: list[dict[str, str]] = field(default_factory=list)  # id, name, password
+    stats: RetryStats = field(default_factory=RetryStats)
+
+    def credentials(self) -> list[dict[str, str]]:
+        """What a worker needs to authenticate as each user (no admin secret)."""
+        assert self.project is not None
+        return [
+            {
+                "user_id": u["id"],
+                "username": u["name"],
+                "password": u["password"],
+                "project_id": self.project["id"],
+            }
+            for u in self.users
+        ]
+
+
+def admin_credential_from_environ(environ: Mapping[str, str] = os.environ) -> dict[str, str]:
+    """The admin's credential from the usual OS_* variables; KeyError naming what is missing."""
+    missing = [v for v in ("OS_AUTH_URL", "OS_USERNAME", "OS_PASSWORD") if not environ.get(v)]
+    if missing:
+        raise KeyError(f"the admin credential needs {', '.join(missing)} in the environment")
+    return {
+        "auth_url": environ["OS_AUTH_URL"],
+        "username": environ["OS_USERNAME"],
+        "password": environ["OS_PASSWORD"],
+        "project_name": environ.get("OS_PROJECT_NAME") or environ.get("OS_TENANT_NAME") or "admin",
+        "user_domain_name": environ.get("OS_USER_DOMAIN_NAME", "Default"),
+        "project_domain_name": environ.get("OS_PROJECT_DOMAIN_NAME", "Default"),
+        "https_insecure": environ.get("OS_INSECURE", "").lower() in ("1", "true", "yes"),
+        "https_cacert": environ.get("OS_CACERT", ""),
+    }
+
+
+def prepare(admin: AdminClient, users: int, workers: int = 8) -> Prepared:
+    """One project and USERS users with the member role on it."""
+    run_id = secrets.token_hex(4)
+    done = Prepared(run_id, admin.admin_project_domain_id(), stats=admin.stats)
+    role = admin.role_ids([ROLE])[ROLE]
+    name = f"{PREFIX}{run_id}"
+    done.project = {
+        "id": admin.create(
+            "projects", name, {"description": "keystone-bench load"}, done.domain_id
+        )["id"],
+        "name": name,
+    }
+
+    def create(i: int) -> dict[str, str]:
+        uname = f"{name}-u{i}"
+        password = secrets.token_urlsafe(16)
+        record = admin.create(
+            "users",
+            uname,
+            {"password": password, "default_project_id": done.project["id"]},
+            done.domain_id,
+        )
+        user = {"id": record["id"], "name": uname, "password": password}
+        done.users.append(user)  # before the grant: deleted even if the grant fails
+        admin.grant(done.project["id"], record["id"], role, f"grant {ROLE} to {uname}")
+        return user
+
+    _, errors, _ = run_parallel(create, list(range(users)), workers, fail_fast=True)
+    if errors:
+        raise errors[0]
+    return done
+
+
+def teardown(admin: AdminClient, done: Prepared, workers: int = 8) -> list[str]:
+    """Delete the users and the project; the names of what could not be deleted."""
+    left: list[str] = []
+
+    def delete_user(user: dict[str, str]) -> None:
+        admin.delete("users", user["id"])
+
+    _, errors, _ = run_parallel(delete_user, list(done.users), workers, fail_fast=False)
+    for user in done.users if errors else ():
+        try:
+            still = admin.get("users", user["id"]) is not None
+        except Exception:  # cannot tell: reported as left behind
+            still = True
+        if still:
+            left.append(f"user {user['name']}")
+    if done.project is not None:
+        try:
+            admin.delete("projects", done.project["id"])
+        except Exception:  # reported as left behind
+            left.append(f"project {done.project['name']}")
+    return left

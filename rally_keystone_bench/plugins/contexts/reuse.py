@@ -1,0 +1,100 @@
+"""Reuse tags: where their users' passwords are kept, and how a tag is deleted.
+
+A run with keystone_users' ``reuse: TAG`` keeps its projects and users, named
+``rkb-reuse-TAG-p00``, ``rkb-reuse-TAG-p00-u0000``... and marked by the first
+word of their description, ``rkb-reuse:TAG``. The users' passwords are kept
+in a state file readable by its owner only (0600), never in a log or report:
+``$KEYSTONE_BENCH_REUSE_DIR`` or ``~/.cache/rally-keystone-bench/reuse``,
+one file per tag and Keystone. ``keystone-bench cleanup --reuse TAG`` deletes
+every project and user carrying the tag's name prefix *and* marker, then the
+state file.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+from pathlib import Path
+from typing import Any
+
+TAG_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,31}$"
+
+
+def check_tag(tag: str) -> str:
+    if not re.match(TAG_PATTERN, tag or ""):
+        from rally_keystone_bench.errors import BenchError
+
+        raise BenchError(
+            f"reuse tag {tag!r} must be 1-32 letters, digits, '_', '.' or '-', "
+            "starting with a letter or digit"
+        )
+    return tag
+
+
+def state_dir() -> Path:
+    root = os.environ.get("KEYSTONE_BENCH_REUSE_DIR")
+    if root:
+        return Path(root)
+    cache = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(cache) / "rally-keystone-bench" / "reuse"
+
+
+def state_path(tag: str, auth_url: str) -> Path:
+    """One state file per tag and per Keystone (the auth URL's hash)."""
+    digest = hashlib.sha256(auth_url.rstrip("/").encode()).hexdigest()[:10]
+    return state_dir() / f"{tag}-{digest}.json"
+
+
+def load_state(tag: str, auth_url: str) -> dict[str, Any]:
+    """{"tag", "auth_url", "users": {user_id: {"name", "password"}}}; empty when none."""
+    path = state_path(tag, auth_url)
+    empty = {"tag": tag, "auth_url": auth_url, "users": {}}
+    if not path.exists():
+        return empty
+    try:
+        data = json.loads(path.read_text())
+    except ValueError:
+        return empty
+    if not isinstance(data, dict) or not isinstance(data.get("users"), dict):
+        return empty
+    return data
+
+
+def save_state(state: dict[str, Any]) -> Path:
+    """Write the state file atomically, mode 0600 from its first byte."""
+    path = state_path(state["tag"], state["auth_url"])
+    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    tmp = path.with_suffix(".tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as out:
+        json.dump(state, out, indent=1, sort_keys=True)
+    os.chmod(tmp, 0o600)
+    os.replace(tmp, path)
+    return path
+
+
+def delete_tag(admin: Any, tag: str, workers: int = 20) -> tuple[int, int]:
+    """Delete the tag's users, then its projects; returns (projects, users) deleted.
+
+    Only resources whose name starts with the tag's prefix and whose
+    description carries its marker are touched, in every domain.
+    """
+    from rally_keystone_bench.clients import admin as _admin
+    from rally_keystone_bench.plugins.contexts import _base
+
+    prefix = _base.reuse_prefix(tag)
+    counts = []
+    for kind in ("users", "projects"):
+        owned = [r for r in admin.list_prefixed(kind, prefix) if _base.owned_by_tag(r, tag)]
+
+        def delete(record: dict, kind: str = kind) -> bool:
+            return admin.delete(kind, record["id"])
+
+        done, errors, _ = _admin.run_parallel(delete, owned, workers, fail_fast=False)
+        if errors:
+            raise errors[0]
+        # A 404 on a retried delete means an earlier attempt did delete it.
+        counts.append(len(done))
+    return counts[1], counts[0]

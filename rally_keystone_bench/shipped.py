@@ -1,0 +1,38 @@
+"""The task and deployment files shipped inside the package (data/tasks, data/deployments).
+
+A verb's default task is named as a user would write it in a checkout
+(``tasks/gate.yaml``); when no such file exists where the verb runs, the
+copy shipped in the package is used, so a pip-installed tool works from any
+directory. In a checkout, top-level ``tasks/`` and ``deployments/`` are
+links to the same files.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+DATA = Path(__file__).resolve().parent / "data"
+KINDS = ("tasks", "deployments")
+
+
+def files(kind: str) -> list[Path]:
+    """The shipped files of KIND (tasks or deployments), sorted by name."""
+    return sorted(p for p in (DATA / kind).glob("*.yaml") if p.is_file())
+
+
+def resolve(name: str | Path, kind: str) -> Path:
+    """NAME as given when it exists; else the shipped file of KIND with its file name.
+
+    ``tasks/gate.yaml`` or ``gate.yaml`` outside a checkout both give the
+    shipped gate task. A name that is neither is returned as given (the
+    caller says it does not exist).
+    """
+    path = Path(name)
+    if path.exists():
+        return path
+    parts = path.parts
+    if len(parts) == 1 or (len(parts) == 2 and parts[0] == kind):
+        shipped = DATA / kind / path.name
+        if shipped.is_file():
+            return shipped
+    return path

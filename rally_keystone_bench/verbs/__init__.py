@@ -1,0 +1,1 @@
+"""One module per CLI verb: the only place an argparse.Namespace exists."""

@@ -1,0 +1,333 @@
+"""``keystone-bench capacity``: search N, the highest rate Keystone serves without degrading.
+
+capacity.py holds the settings, the search and the verdicts; here each probe
+is a real ``rally task start`` through the driver, watched line by line so
+that an overloaded probe is stopped early.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import math
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from rally_keystone_bench import capacity, results
+from rally_keystone_bench.capacity import fmt
+from rally_keystone_bench.driver import targets
+from rally_keystone_bench.driver import task as rally_task
+from rally_keystone_bench.driver.rally import RallyHome
+from rally_keystone_bench.errors import BenchError
+from rally_keystone_bench.report import capacity as capacity_report
+from rally_keystone_bench.verbs import options
+
+SLOTS_FULL = "every iteration slot in flight"
+TICK_S = 10.0
+
+
+def _finite(name: str, value: float) -> float:
+    if value is None or not math.isfinite(value):
+        raise BenchError(f"{name} must be a finite number, not {value}")
+    return float(value)
+
+
+def check_settings(args: argparse.Namespace) -> capacity.Settings:
+    """The search's settings from the command line; BenchError for any bad one."""
+    if args.scenario not in capacity.SCENARIOS:
+        raise BenchError(
+            f"unknown scenario {args.scenario!r}: choose one of {', '.join(capacity.SCENARIOS)}"
+        )
+    low, high = _finite("--low", args.low), _finite("--high", args.high)
+    warmup, window = _finite("--warmup", args.warmup), _finite("--window", args.window)
+    max_slope = _finite("--max-slope", args.max_slope)
+    precision = _finite("--precision", args.precision)
+    if low <= 0:
+        raise BenchError(f"--low must be above 0 rps, not {low:g}")
+    if low > high:
+        raise BenchError(f"--low ({low:g}) is above --high ({high:g})")
+    if max_slope < 0:
+        raise BenchError(f"--max-slope must not be negative, not {max_slope:g}")
+    if precision <= 0:
+        raise BenchError(f"--precision must be above 0 rps, not {precision:g}")
+    if warmup < 0:
+        raise BenchError(f"--warmup must not be negative, not {warmup:g}")
+    if window <= 0:
+        raise BenchError(f"--window must be above 0 s, not {window:g}")
+    engine = getattr(args, "engine", None) or "rally"
+    locust_workers = getattr(args, "locust_workers", None) or 1
+    if getattr(args, "locust_workers", None) is not None and args.locust_workers < 1:
+        raise BenchError(f"--locust-workers must be at least 1, not {args.locust_workers}")
+    if engine == "rally" and getattr(args, "ramp", None):
+        raise BenchError("--ramp runs on --engine locust (Rally's probes bisect)")
+    if low * window < 3:
+        raise BenchError(
+            f"--low {low:g} rps over a {window:g} s window gives fewer than 3 points "
+            "to fit a slope: raise --low or --window"
+        )
+    return capacity.Settings(
+        scenario=args.scenario,
+        low=low,
+        high=high,
+        warmup=warmup,
+        window=window,
+        max_slope=max_slope,
+        precision=precision,
+        abort_on_sla_failure=getattr(args, "abort_on_sla_failure", True),
+        runner=getattr(args, "runner", None) or "pooled_rps",
+        engine=engine,
+        locust_workers=locust_workers,
+        ramp=getattr(args, "ramp", None)
+        if getattr(args, "ramp", None) is not None
+        else engine == "locust",
+    )
+
+
+class ProbeWatcher:
+    """Stops a probe that cannot pass, and says how far it got every TICK_S seconds.
+
+    With ABORT the probe is aborted (``rally task abort``: Rally stops the
+    runner, then cleans up) at the first failed iteration, when every
+    iteration slot is in flight, or when the starts fall behind the target
+    rate (below 80 % of it after the warm-up, 5 s at least): Rally's own SLA
+    abort sees results late on a busy machine, and once the runner waits for
+    slots the latency stops growing, so an overloaded probe would otherwise
+    run several times its length.
+    """
+
+    def __init__(
+        self,
+        task_args: dict[str, Any],
+        abort: bool,
+        say: Callable[[str], None],
+        number: int,
+        planned: int,
+    ) -> None:
+        self.rps, self.slots = float(task_args["rps"]), int(task_args["max_concurrency"])
+        self.warmup = max(5.0, float(task_args["warmup"]))
+        self.planned_s = float(task_args["warmup"]) + float(task_args["window"])
+        self.abort, self.say, self.number, self.planned = abort, say, number, planned
+        self.t0 = self.last = time.monotonic()
+        self.first: float | None = None  # when the first iteration started
+
+    def __call__(self, run: rally_task.TaskRun, line: str) -> None:
+        c = run.counts
+        now = time.monotonic()
+        if self.first is None and c.started:
+            self.first = now
+        if self.abort and c.started:
+            why = self.reason_to_stop(c, now)
+            if why:
+                run.stop(why)
+        if now - self.last >= TICK_S and c.started:
+            self.last = now
+            self.say(
+                f"  probe {self.number}: {now - self.t0:.0f} s, {c.started} of {self.planned} "
+                f"started, {c.done} done, {c.failed} failed"
+            )
+
+    def reason_to_stop(self, c: rally_task.Counts, now: float) -> str | None:
+        if c.failed:
+            return "an iteration failed"
+        if c.started - c.done >= self.slots:
+            return SLOTS_FULL
+        since = now - (self.first or now)
+        if since > self.warmup and c.started < 0.8 * self.rps * since:
+            return f"{c.started} started in {since:.0f} s, behind {fmt(self.rps)} rps"
+        if since > 2 * self.planned_s + 30:
+            return "running past twice its length"
+        return None
+
+
+class RallyProber:
+    """Runs each probe as a real ``rally task start`` and judges its JSON report."""
+
+    def __init__(
+        self,
+        home: RallyHome,
+        env: str,
+        settings: capacity.Settings,
+        out_dir: Path,
+        say: Callable[[str], None] = rally_task.progress,
+        extra_args: dict[str, Any] | None = None,
+    ) -> None:
+        self.home, self.env, self.settings = home, env, settings
+        self.out_dir = out_dir
+        # Task arguments beside the probe's own (an LDAP deployment's ldap_domain).
+        self.extra_args = dict(extra_args or {})
+        self.say = say
+        self.task_file = capacity.probe_task_path()
+        self.started = time.monotonic()
+        self.expected = capacity.estimated_probes(settings)
+        self.count = 0
+        self.done: list[capacity.Probe] = []
+        self.lo: float | None = None  # highest passing rate so far
+        self.hi: float | None = None  # lowest non-passing rate so far
+
+    def verdict_so_far(self) -> str:
+        lo = fmt(self.lo) if self.lo is not None else "?"
+        if self.hi is None:
+            return f"N >= {lo} rps so far"
+        return f"N in [{lo}, {fmt(self.hi)}) rps so far"
+
+    def __call__(self, rps: float, role: str) -> capacity.Probe:
+        s = self.settings
+        self.count += 1
+        k = self.count
+        about = max(self.expected, k)
+        probe = capacity.Probe(
+            k, role, rps, planned=s.times(rps), max_concurrency=s.max_concurrency(rps)
+        )
+        stem = f"probe-{k:02d}-{fmt(rps)}rps"
+        elapsed = elapsed_text(time.monotonic() - self.started)
+        self.say(
+            f"probe {k} of about {about} ({role}): {fmt(rps)} rps, {probe.planned} iterations "
+            f"over {s.warmup + s.window:g} s; elapsed {elapsed}"
+        )
+        t0 = time.monotonic()
+        log_path = self.out_dir / f"{stem}.rally.log"
+        task_args = {**s.task_args(rps), **self.extra_args}
+        run = rally_task.start_task(
+            self.home,
+            self.env,
+            self.task_file,
+            task_args,
+            log_path,
+            # pooled_rps counts for itself: Rally's ITER lines are silenced (CPU).
+            config=self.home.quiet_config() if s.runner == "pooled_rps" else None,
+            extra=["--abort-on-sla-failure"] if s.abort_on_sla_failure else [],
+            watch=ProbeWatcher(task_args, s.abort_on_sla_failure, self.say, k, probe.planned),
+        )
+        probe.stopped_for = run.stopped_for
+        probe.slots_full = probe.stopped_for == SLOTS_FULL
+        probe.task_uuid = run.uuid
+        json_path = self.out_dir / f"{stem}.json"
+        if run.uuid is None or not rally_task.json_report(self.home, run.uuid, json_path):
+            raise BenchError(
+                f"probe {k} at {fmt(rps)} rps: rally task start exited {run.rc} "
+                f"without a result; see {log_path}"
+            )
+        workloads = results.load(json_path)
+        if not workloads:
+            raise BenchError(
+                f"probe {k} at {fmt(rps)} rps ran no workload (a context failed?); see {log_path}"
+            )
+        probe.report = str(json_path)
+        capacity.judge(probe, workloads[0], s)
+        probe.elapsed = time.monotonic() - t0
+        self.done.append(probe)
+        if probe.passed:
+            self.lo = rps if self.lo is None else max(self.lo, rps)
+        else:
+            self.hi = rps if self.hi is None else min(self.hi, rps)
+        why = f"; stopped: {probe.stopped_for}" if probe.stopped_for else ""
+        self.say(
+            f"probe {k}: {fmt(rps)} rps -> {probe.verdict} ({probe.reason}) in "
+            f"{probe.elapsed:.0f} s{why}; "
+            f"{self.verdict_so_far()}"
+        )
+        return probe
+
+
+def elapsed_text(seconds: float) -> str:
+    m, s = divmod(int(round(seconds)), 60)
+    return f"{m} min {s:02d} s" if m else f"{s} s"
+
+
+def _search_locust(
+    settings: capacity.Settings,
+    run_dir: Path,
+    out_dir: Path,
+    args: argparse.Namespace,
+    probers: list[Any],
+    **target: Any,
+) -> tuple[capacity.Outcome, str]:
+    """The search with every probe on the Locust engine (a ramp first to bracket N)."""
+    from rally_keystone_bench.engines.locust import engine as locust_engine
+    from rally_keystone_bench.engines.locust.prober import LocustProber
+
+    with locust_engine.started_target(run_dir, say=rally_task.progress, **target) as (
+        credential,
+        auth_url,
+    ):
+        described = targets.describe(args.target, auth_url, target.get("mock"))
+        rally_task.progress(
+            f"target: {described}; engine: locust, {settings.locust_workers} worker(s)"
+        )
+        prober = LocustProber(credential, settings, out_dir)
+        probers.append(prober)
+        ramp = prober.ramp if settings.ramp else None
+        return capacity.find_capacity(settings, prober, ramp=ramp), described
+
+
+def main(args: argparse.Namespace) -> int:
+    """``keystone-bench capacity``: print N and write reports/<ts>/capacity.{json,html}."""
+    settings = check_settings(args)
+    options.check_target(args)
+    capacity.probe_task_path()
+    deployment = cloud = mock = None
+    if args.target == "local":
+        deployment = options.deployment(args)
+        deployment.validate()
+    elif args.target == "cloud":
+        cloud = options.cloud_spec(args)
+    out_dir, run_dir = rally_task.new_run_dirs(args.reports_dir)
+    if args.target == "mock":
+        mock = options.mock(args, run_dir)
+    started_at = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
+    t0 = time.monotonic()
+    rally_task.progress(
+        f"capacity of {settings.rally_scenario} in [{fmt(settings.low)}, "
+        f"{fmt(settings.high)}] rps, precision {fmt(settings.precision)}: about "
+        f"{capacity.estimated_probes(settings)} probes of {settings.warmup + settings.window:g} s"
+    )
+    probers: list[Any] = []  # the prober, once made: its probes are kept on error
+    target = args.target
+    try:
+        with rally_task.sigterm_as_interrupt():
+            if settings.engine == "locust":
+                outcome, target = _search_locust(
+                    settings,
+                    run_dir,
+                    out_dir,
+                    args,
+                    probers,
+                    cloud=cloud,
+                    mock=mock,
+                    deployment=deployment,
+                )
+            else:
+                with targets.prepared_env(
+                    run_dir, cloud=cloud, mock=mock, deployment=deployment
+                ) as env:
+                    target = targets.describe(args.target, env.auth_url, mock)
+                    rally_task.progress(f"target: {target}")
+                    ldap = targets.identity_task_args(deployment, {})
+                    probers.append(
+                        RallyProber(env.home, env.name, settings, out_dir, extra_args=ldap)
+                    )
+                    outcome = capacity.find_capacity(settings, probers[0])
+    except (BenchError, KeyboardInterrupt):
+        if probers and probers[0].done:  # keep what was measured
+            partial = capacity.Outcome(
+                None, "interrupted", message="the search did not finish", probes=probers[0].done
+            )
+            capacity_report.write_reports(
+                partial, settings, target, out_dir, started_at, time.monotonic() - t0
+            )
+            rally_task.progress(f"the search did not finish; probes so far in {out_dir}")
+        raise
+    elapsed = time.monotonic() - t0
+    json_path, html_path = capacity_report.write_reports(
+        outcome, settings, target, out_dir, started_at, elapsed
+    )
+    print(capacity_report.format_table(outcome.probes))
+    print(f"{outcome.message}")
+    print(f"capacity: {html_path}")
+    print(f"capacity: {json_path}")
+    print(f"elapsed: {elapsed_text(elapsed)}")
+    if outcome.status == "not measurable":
+        raise BenchError(outcome.message)
+    return outcome.exit_code

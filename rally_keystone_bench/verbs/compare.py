@@ -1,0 +1,34 @@
+"""``keystone-bench compare BASE CAND``: A/B verdicts of two Rally results."""
+
+from __future__ import annotations
+
+import argparse
+
+from rally_keystone_bench import compare, results
+
+
+def main(args: argparse.Namespace) -> int:
+    """0 no regression, 1 regression, 2 bad input."""
+    compare.check_rules(args.threshold, args.alpha, args.max_failure_increase)
+    for flag, path in (("--json", args.json), ("--html", args.html), ("--junit", args.junit)):
+        if path:
+            compare.check_writable(path, flag)
+    base = results.load_any(args.base)
+    cand = results.load_any(args.candidate)
+    result = compare.compare_workloads(
+        base,
+        cand,
+        args.threshold,
+        args.alpha,
+        base_name=args.base,
+        cand_name=args.candidate,
+        max_failure_increase=args.max_failure_increase,
+    )
+    print(compare.format_text(result))
+    if args.json:
+        compare.write_json(result, args.json)
+    if args.html:
+        compare.write_html(result, args.html)
+    if args.junit:
+        compare.write_junit(result, args.junit)
+    return result.exit_code

@@ -1,0 +1,228 @@
+"""``keystone-bench load``: one open-model probe on either engine, with its report.
+
+``--engine locust`` (a Locust master, ``--workers K`` local workers and
+``--expect-workers K`` more started on other hosts) or ``--engine rally``
+(``rally task start`` with the pooled_rps runner: the same probe as one step
+of ``capacity``). Either way the result is a Rally JSON report, and
+summary.html/summary.json beside it show service time and response time
+side by side, and the achieved rate against the target.
+
+Exit codes: 0 done; 1 requests failed (the failure_rate criterion); 2 bad
+input or environment, with nothing sent (a rate <= 0, K < 1, an unbindable
+master, workers that never joined), or a lost worker (the report is kept
+and says so) or users left in Keystone.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import datetime
+import json
+import math
+import os
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from rally_keystone_bench import capacity, results
+from rally_keystone_bench.clients import credentials
+from rally_keystone_bench.deploy.keystone import Deployment, LocalKeystone
+from rally_keystone_bench.driver import targets
+from rally_keystone_bench.driver import task as rally_task
+from rally_keystone_bench.driver.task import progress
+from rally_keystone_bench.engines.locust import engine
+from rally_keystone_bench.errors import BenchError
+from rally_keystone_bench.report import render
+from rally_keystone_bench.verbs import options
+
+
+def settings_from(args: argparse.Namespace) -> Any:
+    host, port = engine.parse_bind(args.master_bind)
+    expect = args.expect_workers or 0
+    workers = args.workers
+    if workers is None:
+        workers = 0 if expect else 1
+    s = engine.LoadSettings(
+        scenario=args.scenario,
+        rate=args.rate,
+        duration=args.duration,
+        warmup=args.warmup,
+        workers=workers,
+        expect_workers=expect,
+        master_host=host,
+        master_port=port,
+        expect_timeout=args.expect_timeout,
+        arrival=args.arrival,
+        users=args.users,
+        http=args.http,
+    )
+    if args.workers is not None and args.workers < 1 and not expect:
+        raise BenchError(f"--workers must be at least 1, not {args.workers}")
+    engine.check_load(s)
+    return s
+
+
+def server_deployment(args: argparse.Namespace) -> Deployment:
+    """The local Keystone's deployment: --server-workers are its workers."""
+    server_args = argparse.Namespace(**vars(args))
+    server_args.workers = args.server_workers
+    deployment = options.deployment(server_args)
+    deployment.validate()
+    return deployment
+
+
+@contextlib.contextmanager
+def admin_target(
+    args: argparse.Namespace, run_dir: Path, say=progress
+) -> Iterator[tuple[dict[str, Any], str]]:
+    """The admin credential of the target, started here (mock, local) and stopped after."""
+    if args.target == "mock":
+        mock = options.mock(args, run_dir)
+        with mock:
+            cap = mock.capacity_rps
+            yield (
+                mock.admin_credentials,
+                f"mock at {mock.auth_url}: {args.mock_workers} worker(s), "
+                f"{args.mock_service_time:g} ms service time, capacity "
+                + (f"{cap:g} rps" if math.isfinite(cap) else "unbounded"),
+            )
+        return
+    if args.target == "cloud":
+        credential = (
+            credentials.from_spec_file(args.spec)
+            if args.spec
+            else credentials.from_environ(os.environ)
+        )
+        targets.check_reachable(credential["auth_url"])
+        yield credential, f"existing cloud at {credential['auth_url']}"
+        return
+    keystone = LocalKeystone(server_deployment(args), run_dir / "keystone", progress=say)
+    try:
+        targets.start_explained(keystone)
+        say(f"Keystone is up at {keystone.auth_url} (logs in {keystone.run_dir})")
+        yield keystone.admin_credentials, f"local Keystone at {keystone.auth_url}"
+    finally:
+        keystone.stop()
+        say("Keystone stopped")
+
+
+def run_locust(args: argparse.Namespace, settings: Any, out_dir: Path, run_dir: Path) -> int:
+    with admin_target(args, run_dir) as (credential, desc):
+        progress(f"target: {desc}")
+        result = engine.run_load(settings, credential, out_dir / "locust", progress)
+    report = out_dir / "locust-report.json"
+    report.write_bytes(result.report.read_bytes())
+    meta = result.meta
+    rc = summarize(report, out_dir)
+    print(f"samples: {result.samples}")
+    got = meta["samples_total"]
+    print(
+        f"workers: {len(meta['workers'])}; samples: {got} received of "
+        f"{meta['samples_reported']} the workers sent, {meta['samples_in_report']} in the report"
+    )
+    if meta.get("left_behind"):
+        raise BenchError(f"left in Keystone: {', '.join(meta['left_behind'])}")
+    if meta.get("error"):
+        raise BenchError(f"{meta['error']} (report kept: {report})")
+    return rc
+
+
+def check_rally(settings: Any) -> None:
+    """What the Rally engine cannot do; BenchError before any load."""
+    if settings.scenario not in capacity.SCENARIOS:
+        raise BenchError(
+            f"--engine rally runs {' and '.join(capacity.SCENARIOS)}; "
+            f"{settings.scenario} runs on --engine locust"
+        )
+    if settings.expect_workers or settings.workers > 1:
+        raise BenchError("--engine rally runs on this host only: drop --workers/--expect-workers")
+
+
+def run_rally(args: argparse.Namespace, settings: Any, out_dir: Path, run_dir: Path) -> int:
+    cap = capacity.Settings(
+        scenario=settings.scenario,
+        low=settings.rate,
+        high=settings.rate,
+        warmup=settings.warmup,
+        window=settings.duration,
+        max_slope=1e6,  # one probe, no verdict on its slope
+        precision=1.0,
+        abort_on_sla_failure=False,
+    )
+    task_file = capacity.probe_task_path()
+    mock = options.mock(args, run_dir) if args.target == "mock" else None
+    cloud = options.cloud_spec(args) if args.target == "cloud" else None
+    deployment = server_deployment(args) if args.target == "local" else None
+    with targets.prepared_env(run_dir, cloud=cloud, mock=mock, deployment=deployment) as env:
+        progress(f"target: {targets.describe(args.target, env.auth_url, mock)}")
+        log_path = out_dir / "rally-task.log"
+        run = rally_task.start_task(
+            env.home,
+            env.name,
+            task_file,
+            cap.task_args(settings.rate),
+            log_path,
+            config=env.home.quiet_config(),
+        )
+        if run.uuid is None:
+            raise BenchError(f"rally task start exited {run.rc} without a result; see {log_path}")
+        report = out_dir / "rally-report.json"
+        env.home.rally("task", "report", run.uuid, "--json", "--out", str(report))
+    return summarize(report, out_dir)
+
+
+def summarize(report: Path, out_dir: Path) -> int:
+    workloads = results.load(report)
+    html = render.write_summary(workloads, out_dir, str(report))
+    print(f"report: {report}")
+    print(f"summary: {html}")
+    failed = 0
+    for wl in workloads:
+        s = render.workload_summary(wl, 0)
+        target, achieved = s["rps_target"], s["rps_achieved"]
+        rate = "-" if achieved is None else f"{achieved:.1f}"
+        share = f" ({100 * achieved / target:.1f} % of the target {target:g})" if target else ""
+        print(f"started {rate} requests/s{share}; {wl.failed_iterations} failed")
+        for name, a in s["actions"].items():
+            if name == "total":
+                continue
+            line = f"{name}: service time p50 {_ms(a['p50'])} p99 {_ms(a['p99'])}"
+            if a.get("response"):
+                r = a["response"]
+                line += f"; response time p50 {_ms(r['p50'])} p99 {_ms(r['p99'])}"
+            print(line + f"; {a['count']} requests, {a['success_percent']:.1f} % ok")
+        failed += wl.failed_iterations
+    return 1 if failed else 0
+
+
+def _ms(v: float | None) -> str:
+    return "n/a" if v is None else f"{v * 1000:.1f} ms"
+
+
+def main(args: argparse.Namespace) -> int:
+    """``keystone-bench load``."""
+    if args.locustfile:
+        print(engine.locustfile_path())
+        return 0
+    if not args.scenario:
+        raise BenchError("--scenario is required (authenticate, validate or lifecycle)")
+    settings = settings_from(args)
+    options.check_target(args)
+    if args.engine == "locust":
+        engine.bindable(settings.master_host, settings.master_port)  # before any load
+    else:
+        check_rally(settings)
+    out_dir, run_dir = rally_task.new_run_dirs(args.reports_dir)
+    started = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
+    progress(
+        f"{args.engine} engine: {settings.scenario} at {settings.rate:g} requests/s for "
+        f"{settings.duration:g} s after {settings.warmup:g} s of warm-up ({started})"
+    )
+    (out_dir / "load.json").write_text(
+        json.dumps({"engine": args.engine, "started_at": started, **vars(args)}, default=str)
+    )
+    with rally_task.sigterm_as_interrupt():
+        if args.engine == "locust":
+            return run_locust(args, settings, out_dir, run_dir)
+        return run_rally(args, settings, out_dir, run_dir)

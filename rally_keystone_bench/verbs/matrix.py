@@ -1,0 +1,283 @@
+"""``keystone-bench matrix``: one task on several local Keystone deployments.
+
+    keystone-bench matrix --deployments deployments/workers.yaml \\
+        --task tasks/authenticate-concurrency.yaml --task-args '{"concurrencies": [4]}'
+
+The deployment file maps a name to Deployment fields::
+
+    uwsgi-1w: {workers: 1}
+    apache-4p: {server: apache, workers: 4}
+
+Every deployment in turn is started, runs the task (``--repeat`` times) and
+is stopped; then one table compares them, shaped like the table of the Rally
+user story "4x performance increase in Keystone inside Apache": a row per
+deployment, workload and action with min, avg, max, p90, p95, success, count
+and throughput, written as matrix.html and matrix.json.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from rally_keystone_bench import shipped
+from rally_keystone_bench.deploy import balancer as balancing
+from rally_keystone_bench.deploy import directory
+from rally_keystone_bench.deploy.keystone import Deployment
+from rally_keystone_bench.driver import targets
+from rally_keystone_bench.driver import task as rally_task
+from rally_keystone_bench.errors import BenchError, read_input
+from rally_keystone_bench.report.render import environment, setting_table
+from rally_keystone_bench.results import RPS_RUNNERS, Workload
+
+
+def load_deployments(path: str) -> dict[str, Deployment]:
+    """The named deployments of a YAML file, each validated; BenchError on bad input."""
+    p = shipped.resolve(path, "deployments")
+    text = read_input(p, "deployment file")
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        raise BenchError(f"{p} is not valid YAML: {' '.join(str(exc).split())}") from None
+    if not isinstance(data, dict) or not data:
+        raise BenchError(f"{p} must map deployment names to their settings")
+    out = {}
+    for name, values in data.items():
+        if values is None:
+            values = {}
+        if not isinstance(values, dict):
+            raise BenchError(f"{p}: deployment {name!r} must be a mapping of settings")
+        dep = Deployment.from_mapping(values, f"{p}: deployment {name!r}")
+        try:
+            dep.validate()
+        except BenchError as exc:
+            raise BenchError(f"{p}: deployment {name!r}: {exc}") from None
+        out[str(name)] = dep
+    return out
+
+
+def runner_setting(wl: Workload) -> str:
+    """``concurrency 4`` or the runner's text."""
+    if wl.runner_type == "constant" and "concurrency" in wl.runner:
+        return f"concurrency {wl.runner['concurrency']}"
+    if wl.runner_type in RPS_RUNNERS and "rps" in wl.runner:
+        return f"rps {wl.runner['rps']}"
+    return wl.runner_text()
+
+
+def workload_labels(workloads: Sequence[Workload]) -> list[str]:
+    """Each workload's name in the table: its runner setting, after the scenario
+    and the arguments that tell it from the task's other workloads.
+
+    ``concurrency 4`` when only the runner differs; ``authenticate serial(times=10)``
+    and ``validate serial(times=10)`` when the scenarios do; ``validate(method=HEAD)
+    ...`` when the arguments of one scenario do.
+    """
+    scenarios = {wl.scenario for wl in workloads}
+    labels = []
+    for wl in workloads:
+        same = [w for w in workloads if w.scenario == wl.scenario]
+        keys = sorted({k for w in same for k in w.args})
+        differing = [
+            k for k in keys if len({json.dumps(w.args.get(k), sort_keys=True) for w in same}) > 1
+        ]
+        label = runner_setting(wl)
+        if len(scenarios) > 1 or differing:
+            name = wl.scenario.rsplit(".", 1)[-1]
+            args = ", ".join(f"{k}={wl.args.get(k)}" for k in differing)
+            label = f"{name}({args}) {label}" if args else f"{name} {label}"
+        labels.append(label)
+    for i, label in enumerate(labels):  # still the same: number them by position
+        if labels.count(label) > 1:
+            labels[i] = f"{label} #{workloads[i].position + 1}"
+    return labels
+
+
+def build_table(
+    results: Sequence[tuple[str, Sequence[Workload]]],
+    connections: Mapping[tuple[str, int], int] | None = None,
+) -> list[dict[str, Any]]:
+    """Rows of the study table: per deployment, workload and action.
+
+    RESULTS is [(deployment name, workloads)], repeated runs of one
+    deployment appear as separate entries named ``name (run k)``.
+    CONNECTIONS maps (name, index of the workload) to the LDAP connections slapd
+    accepted during that workload's load (LDAP deployments only).
+    """
+    rows = []
+    for name, workloads in results:
+        settings = dict(zip(map(id, workloads), workload_labels(workloads), strict=True))
+        labelled = [(f"{name}, {settings[id(wl)]}", wl) for wl in workloads]
+        index = {id(wl): i for i, wl in enumerate(workloads)}
+        for row, wl in _rows_with_workloads(setting_table(labelled), labelled):
+            row["deployment"] = name
+            row["scenario"] = wl.scenario
+            row["setting"] = settings[id(wl)]
+            if connections and (name, index[id(wl)]) in connections:
+                row["ldap_connections"] = connections[(name, index[id(wl)])]
+            rows.append(row)
+    return rows
+
+
+def _rows_with_workloads(rows: list[dict[str, Any]], labelled: list[tuple[str, Workload]]):
+    by_label = dict(labelled)
+    for row in rows:
+        yield row, by_label[row["label"]]
+
+
+def format_table(rows: Sequence[dict[str, Any]]) -> str:
+    """The table as text, seconds as in the study (min avg max p90 p95)."""
+
+    def sec(v: float | None) -> str:
+        return "n/a" if v is None or not math.isfinite(v) else f"{v:.3f}"
+
+    w = max([15, *(len(r["setting"]) for r in rows)])
+    d = max([16, *(len(r["deployment"]) for r in rows)])
+    ldap = any("ldap_connections" in r for r in rows)
+    head = (
+        f"{'deployment':<{d}} {'workload':<{w}} {'action':<20} {'min':>7} {'avg':>7} {'max':>7}"
+        f" {'p90':>7} {'p95':>7} {'success':>8} {'count':>6} {'it/s':>7}"
+        + (f" {'ldap conns':>10}" if ldap else "")
+    )
+    lines = [head, "-" * len(head)]
+    for r in rows:
+        conns = r.get("ldap_connections")
+        lines.append(
+            f"{r['deployment']:<{d}} {r['setting']:<{w}} {r['action']:<20} {sec(r['min']):>7}"
+            f" {sec(r['avg']):>7} {sec(r['max']):>7} {sec(r['p90']):>7} {sec(r['p95']):>7}"
+            f" {r['success_percent']:>7.1f}% {r['count']:>6} {r['throughput']:>7.2f}"
+            + (f" {'-' if conns is None else conns:>10}" if ldap else "")
+        )
+    if ldap:
+        lines.append(
+            "ldap conns: LDAP connections slapd accepted during the workload's load "
+            "(its log's ACCEPT lines)"
+        )
+    return "\n".join(lines)
+
+
+def render_html(
+    rows: Sequence[dict[str, Any]],
+    title: str,
+    deployments: dict[str, str],
+    errors: dict[str, str] | None = None,
+) -> str:
+    """A self-contained HTML page of the table, and of the runs that failed."""
+    template = environment().get_template("matrix.html.j2")
+    return template.render(title=title, rows=rows, deployments=deployments, errors=errors or {})
+
+
+def write_report(
+    rows: Sequence[dict[str, Any]],
+    out_dir: Path,
+    task: str,
+    deployments: dict[str, str],
+    errors: dict[str, str] | None = None,
+) -> tuple[Path, Path]:
+    title = f"keystone-bench matrix: {task}"
+    html, js = out_dir / "matrix.html", out_dir / "matrix.json"
+    html.write_text(render_html(rows, title, deployments, errors or {}), encoding="utf-8")
+    doc = {
+        "task": task,
+        "units": {"latency": "seconds", "throughput": "successful iterations per second"},
+        "deployments": deployments,
+        "rows": list(rows),
+        "failed": dict(errors or {}),
+    }
+    js.write_text(json.dumps(doc, indent=2) + "\n", encoding="utf-8")
+    return html, js
+
+
+def main(args: argparse.Namespace) -> int:
+    # Every input is checked (load_deployments validates each deployment), and
+    # every environment built, before any load.
+    deployments = load_deployments(args.deployments)
+    task = rally_task.task_file(args.task)
+    task_args = rally_task.parse_task_args(args.task_args)
+    if args.repeat < 1:
+        raise BenchError(f"--repeat must be at least 1, not {args.repeat}")
+    stamp = rally_task.utc_stamp()
+    run_root = rally_task.run_dir(f"matrix-{stamp}")
+    targets.build_envs(deployments, run_root)
+    out_dir = (Path(args.reports_dir) / stamp).resolve()
+    out_dir.mkdir(parents=True, exist_ok=True)
+    described = {name: dep.describe() for name, dep in deployments.items()}
+
+    results: list[tuple[str, list]] = []
+    connections: dict[tuple[str, int], int] = {}
+    errors: dict[str, str] = {}
+    failed = False
+    n = len(deployments)
+
+    per_node: dict[str, dict[str, int]] = {}  # label -> node -> token requests
+
+    def report() -> tuple[tuple[Path, Path], list[dict[str, Any]]]:
+        rows = build_table(results, connections)
+        html, js = write_report(rows, out_dir, str(task), described, errors)
+        if per_node:
+            doc = json.loads(js.read_text(encoding="utf-8"))
+            doc["token_requests_per_node"] = per_node
+            js.write_text(json.dumps(doc, indent=2) + "\n", encoding="utf-8")
+        return (html, js), rows
+
+    with rally_task.sigterm_as_interrupt():
+        try:
+            for i, (name, dep) in enumerate(deployments.items(), 1):
+                rally_task.progress(f"deployment {i} of {n}: {name} ({dep.describe()})")
+                for k in range(1, args.repeat + 1):
+                    label = name if args.repeat == 1 else f"{name} (run {k})"
+                    sub = f"{name}" if args.repeat == 1 else f"{name}-run{k}"
+                    run_dir = run_root / sub
+                    run_dir.mkdir(parents=True, exist_ok=True)
+                    dest = out_dir / sub
+                    try:
+                        with targets.prepared_env(run_dir, deployment=dep) as env:
+                            dep_args = targets.identity_task_args(dep, task_args)
+                            outcome = rally_task.run_task(env.home, env.name, task, dep_args, dest)
+                        if not outcome.workloads:
+                            raise BenchError(
+                                f"rally task start exited {outcome.rally_exit} "
+                                f"without results; see {dest}"
+                            )
+                    except BenchError as exc:
+                        # The other deployments still run; this one is named at the end.
+                        errors[label] = str(exc)
+                        rally_task.progress(f"deployment {label} failed: {exc}")
+                        continue
+                    failed = failed or not outcome.sla_passed
+                    results.append((label, outcome.workloads))
+                    if dep.nodes is not None:
+                        per_node[label] = balancing.requests_per_node(run_dir / "keystone")
+                    if dep.identity == "ldap":
+                        slapd_log = run_dir / "keystone" / "ldap" / "slapd.log"
+                        counts = directory.count_load_accepts(slapd_log, outcome.workloads)
+                        for index, count in counts.items():
+                            connections[(label, index)] = count
+        except KeyboardInterrupt as exc:
+            partial = getattr(exc, "outcome", None)  # errors.Interrupted: what the task ran
+            if partial is not None and partial.workloads:
+                results.append((f"{label} ({partial.interrupted})", partial.workloads))
+            if results:
+                (html, _), _ = report()
+                rally_task.progress(f"interrupted; the table of what ran: {html}")
+            raise
+    (html, js), rows = report()
+    print(format_table(rows))
+    for label, counts in per_node.items():
+        print(f"{label}: token requests per node (access logs): {balancing.format_counts(counts)}")
+    print(f"matrix HTML: {html}")
+    print(f"matrix JSON: {js}")
+    print(f"reports: {out_dir}")
+    if errors:
+        names = ", ".join(errors)
+        raise BenchError(
+            f"{len(errors)} of {n * args.repeat} deployment runs failed ({names}); "
+            f"the reasons are in {js}"
+        )
+    return 1 if failed else 0

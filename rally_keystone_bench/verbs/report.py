@@ -1,0 +1,35 @@
+"""``keystone-bench report RESULT.json|TASK_UUID [--out DIR]``: summary.html and .json."""
+
+from __future__ import annotations
+
+import argparse
+
+from rally_keystone_bench import results
+from rally_keystone_bench.report import render
+from rally_keystone_bench.report.render import ms
+
+
+def main(args: argparse.Namespace) -> int:
+    workloads = results.load_any(args.result)
+    out_dir = args.out or render.default_out_dir(args.result)
+    html = render.write_summary(workloads, out_dir, args.result)
+    print(f"{html}")
+    print(f"{html.with_name('summary.json')}")
+    for wl in workloads:
+        parts = []
+        for n in [n for n in wl.actions if n != "total"] or ["total"]:
+            f = render.action_summary(wl.actions[n])
+            text = (
+                f"{n} p50 {ms(f['p50'])} ms, p95 {ms(f['p95'])} ms, p99 {ms(f['p99'])} ms, "
+                f"{f['success_percent']:.1f}% ok"
+            )
+            if f["response"]:
+                r = f["response"]
+                text = (
+                    f"{n} service time p50 {ms(f['p50'])} ms, p99 {ms(f['p99'])} ms; "
+                    f"response time p50 {ms(r['p50'])} ms, p99 {ms(r['p99'])} ms; "
+                    f"{f['success_percent']:.1f}% ok"
+                )
+            parts.append(text)
+        print(f"{wl.label()}: {wl.throughput:.1f} it/s; {'; '.join(parts)}")
+    return 0

@@ -1,0 +1,183 @@
+"""The ``keystone-bench run`` verb: tasks through the real ``rally task start``.
+
+Without ``--existing-cloud`` it starts a local Keystone and always stops it,
+on failure and on Ctrl-C too. Every input is checked before any load is sent.
+Each task's Rally HTML and JSON reports and our summary go to
+``reports/<UTC timestamp>/``; a task that fails half-way still gets its
+reports written.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from rally_keystone_bench import stats
+from rally_keystone_bench.deploy.keystone import Deployment
+from rally_keystone_bench.driver import targets
+from rally_keystone_bench.driver import task as rally_task
+from rally_keystone_bench.driver.task import TaskOutcome
+from rally_keystone_bench.errors import Interrupted
+from rally_keystone_bench.verbs import options
+
+DEFAULT_TASK = "tasks/token-suite.yaml"
+
+
+def format_table(workloads: Sequence[Any]) -> str:
+    """A short table per workload and action: p50, p95, p99, max, ok it/s, success %."""
+    lines = []
+    for i, wl in enumerate(workloads, 1):
+        verdict = "SLA passed" if wl.pass_sla else "SLA FAILED"
+        lines.append(f"[{i}] {wl.label()}  -- {verdict}")
+        lines.append(
+            f"    {'action':<24} {'p50 ms':>9} {'p95 ms':>9} {'p99 ms':>9} {'max ms':>9}"
+            f" {'ok it/s':>8} {'success':>8} {'count':>6}"
+        )
+        names = [n for n in wl.actions if n != "total"] + ["total"]
+        for name in names:
+            a = wl.actions.get(name)
+            if a is None:
+                continue
+            s = stats.summarize(a.ok_durations())
+
+            def ms(v: float | None) -> str:
+                return "-" if v is None else f"{v * 1000:.1f}"
+
+            rate = (
+                wl.throughput
+                if name == "total"
+                else a.count * (a.success_percent / 100) / (wl.load_duration or float("inf"))
+            )
+            lines.append(
+                f"    {name:<24} {ms(s['p50']):>9} {ms(s['p95']):>9} {ms(s['p99']):>9}"
+                f" {ms(s['max']):>9} {rate:>8.2f} {a.success_percent:>7.1f}% {a.count:>6}"
+            )
+        for sla in wl.sla:
+            if not sla.get("success", True):
+                lines.append(f"    SLA {sla.get('criterion')}: {sla.get('detail')}")
+    return "\n".join(lines)
+
+
+def main(args: argparse.Namespace) -> int:
+    # Everything that can be checked is checked before any load is sent.
+    tasks = [rally_task.task_file(t) for t in args.tasks or [DEFAULT_TASK]]
+    task_args = rally_task.parse_task_args(args.task_args)
+    cloud = deployment = None
+    if args.existing_cloud or args.spec:
+        cloud = options.cloud_spec(args)
+    else:
+        deployment = options.deployment(args)
+        deployment.validate()
+        task_args = targets.identity_task_args(deployment, task_args)
+    out_dir, run_dir = rally_task.new_run_dirs(args.reports_dir)
+    try:
+        outcomes = _run_tasks(tasks, task_args, cloud, deployment, out_dir, run_dir)
+    except Interrupted as exc:
+        # The Keystone is stopped by now; say what ran and where its reports are.
+        summarize_outcomes(getattr(exc, "outcomes", []), out_dir)
+        raise
+    finally:
+        rally_task.remove_if_empty(out_dir, run_dir)  # a cloud that does not answer
+    if deployment is not None and deployment.identity == "ldap":
+        record_identity(deployment, outcomes, run_dir / "keystone" / "ldap" / "slapd.log", out_dir)
+    if deployment is not None:
+        record_topology(deployment, run_dir / "keystone", out_dir)
+    return summarize_outcomes(outcomes, out_dir)
+
+
+def record_topology(deployment: Deployment, keystone_dir: Path, out_dir: Path) -> None:
+    """Print and write (deployment.json) the deployment, its storage device, requests per node."""
+    from rally_keystone_bench.deploy import balancer
+
+    doc: dict[str, Any] = {
+        "deployment": deployment.describe(),
+        "db_storage": deployment.db_storage,
+        "db_device": deployment.storage_device(),
+    }
+    print(f"deployment: {doc['deployment']}")
+    if deployment.nodes is not None:
+        counts = balancer.requests_per_node(keystone_dir)
+        doc["token_requests_per_node"] = counts
+        print(f"token requests per node (access logs): {balancer.format_counts(counts)}")
+    if out_dir.is_dir():
+        (out_dir / "deployment.json").write_text(json.dumps(doc, indent=2) + "\n")
+
+
+def record_identity(
+    deployment: Deployment, outcomes: Sequence[TaskOutcome], slapd_log: Path, out_dir: Path
+) -> None:
+    """Print and write (identity.json) the LDAP settings and each workload's LDAP connections."""
+    from rally_keystone_bench.deploy import directory
+
+    doc: dict[str, Any] = {
+        "identity": deployment.identity,
+        "ldap": deployment.ldap_settings(),
+        "ldap_pool": deployment.ldap_pool,
+        "ldap_pool_size": deployment.ldap_pool_size,
+        "ldap_auth_pool_size": deployment.ldap_auth_pool_size,
+        "ldap_tls": bool(deployment.ldap_tls),
+        "workers": deployment.workers,
+        "ldap_connections": {},
+    }
+    print(f"identity: {deployment.ldap_settings()}, {deployment.workers} worker processes")
+    for o in outcomes:
+        counts = directory.count_load_accepts(slapd_log, o.workloads)
+        doc["ldap_connections"][o.task_file.name] = [counts.get(i) for i in range(len(o.workloads))]
+        for i, wl in enumerate(o.workloads):
+            if i in counts:
+                print(f"    [{i + 1}] {wl.label()}: slapd accepted {counts[i]} LDAP connections")
+    (out_dir / "identity.json").write_text(json.dumps(doc, indent=2) + "\n")
+
+
+def _run_tasks(
+    tasks: Sequence[Path],
+    task_args: dict[str, Any],
+    cloud: dict | None,
+    deployment: Deployment | None,
+    out_dir: Path,
+    run_dir: Path,
+) -> list[TaskOutcome]:
+    outcomes: list[TaskOutcome] = []
+    with (
+        rally_task.sigterm_as_interrupt(),
+        targets.prepared_env(run_dir, cloud=cloud, deployment=deployment) as env,
+    ):
+        for task_file in tasks:
+            rally_task.validate_task(env.home, env.name, task_file, task_args)
+        for n, task_file in enumerate(tasks, 1):
+            rally_task.progress(f"task {n} of {len(tasks)}: {task_file}")
+            try:
+                outcome = rally_task.run_task(env.home, env.name, task_file, task_args, out_dir)
+            except Interrupted as exc:
+                exc.outcomes = [*outcomes, *([exc.outcome] if exc.outcome else [])]  # type: ignore[attr-defined]
+                raise
+            outcomes.append(outcome)
+    return outcomes
+
+
+def summarize_outcomes(outcomes: Sequence[TaskOutcome], out_dir: Path) -> int:
+    """Print each task's table and report paths; the verb's exit code."""
+    rc = 0
+    for o in outcomes:
+        print(f"== {o.task_file} (task {o.uuid or 'not started'})")
+        if o.workloads:
+            print(format_table(o.workloads))
+        for label, path in (
+            ("Rally HTML", o.html_report),
+            ("Rally JSON", o.json_report),
+            ("summary", o.summary),
+        ):
+            if path is not None:
+                print(f"    {label}: {path}")
+        if o.interrupted:
+            print(f"    {o.interrupted}: the reports hold what ran until then")
+        if o.uuid is None or not o.workloads:
+            print(f"    rally task start exited {o.rally_exit}; see {out_dir}")
+            rc = max(rc, 2)
+        elif not o.sla_passed:
+            rc = max(rc, 1)
+    print(f"reports: {out_dir}")
+    return rc

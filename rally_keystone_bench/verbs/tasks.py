@@ -1,0 +1,36 @@
+"""``keystone-bench tasks``: the task and deployment files shipped with the package.
+
+    keystone-bench tasks               # their paths, one a line
+    keystone-bench tasks --copy DIR    # copies into DIR/tasks and DIR/deployments
+
+Every verb finds its default task among them, from any directory.
+"""
+
+from __future__ import annotations
+
+import argparse
+import shutil
+from pathlib import Path
+
+from rally_keystone_bench import shipped
+from rally_keystone_bench.errors import BenchError
+
+
+def main(args: argparse.Namespace) -> int:
+    if args.copy is None:
+        for kind in shipped.KINDS:
+            for path in shipped.files(kind):
+                print(path)
+        return 0
+    dest = Path(args.copy)
+    if dest.exists() and not dest.is_dir():
+        raise BenchError(f"--copy {dest} is a file, not a directory")
+    for kind in shipped.KINDS:
+        (dest / kind).mkdir(parents=True, exist_ok=True)
+        for path in shipped.files(kind):
+            target = dest / kind / path.name
+            if target.exists():
+                raise BenchError(f"{target} exists already: copy into an empty directory")
+            shutil.copyfile(path, target)
+            print(target)
+    return 0
