@@ -10,8 +10,8 @@ from typing import Any
 import pytest
 
 from rally_keystone_bench.deploy.keystone import Deployment, LocalKeystone
-from rally_keystone_bench.rallyenv import RallyHome, keystone_spec
-from rally_keystone_bench.runner import TASK_UUID_RE
+from rally_keystone_bench.driver.rally import RallyHome, keystone_spec
+from rally_keystone_bench.driver.task import TASK_UUID_RE
 
 ENV = "functional"
 
@@ -21,6 +21,22 @@ def keystone(tmp_path_factory: pytest.TempPathFactory):
     """A real Keystone (SQLite, Fernet, uWSGI, 2 workers) for the whole session."""
     run_dir = tmp_path_factory.mktemp("keystone")
     with LocalKeystone(Deployment(), run_dir) as ks:
+        yield ks
+
+
+# One worker process: with two, SQLite Keystone answers 500 "database is
+# locked" when two users' first password authentications of the day (each
+# writes user.last_active_at) or a user creation overlap, and uWSGI's HTTP
+# router then holds the client's connection until its 60 s timeout.
+SMALL_WORKERS = 1
+SMALL_ROUNDS = 4  # bcrypt's minimum: users and tokens stay cheap on 2 cores
+
+
+@pytest.fixture(scope="module")
+def small_keystone(tmp_path_factory: pytest.TempPathFactory):
+    """A real Keystone of 1 worker and 4 bcrypt rounds, for one test module."""
+    deployment = Deployment(workers=SMALL_WORKERS, password_hash_rounds=SMALL_ROUNDS)
+    with LocalKeystone(deployment, tmp_path_factory.mktemp("ks")) as ks:
         yield ks
 
 

@@ -41,7 +41,9 @@ def test_the_search_finds_the_mock_capacity(tmp_path):
     assert not any(p["passed"] for p in probes if p["rps"] >= 56)  # 12 % past capacity
     assert all(p["sent_rate"] >= 0.95 * p["rps"] for p in probes if p["passed"])
     html = next((tmp_path / "reports").glob("*/capacity.html")).read_text()
-    assert html.count("<svg") == 2 and f"N = {n:g} rps" in html
+    # latency against rate, sent against target, then latency over time at N and N + 1
+    assert html.count("<svg") == 4 and f"N = {n:g} rps" in html
+    assert "(confirm N)" in html and "(confirm N+1)" in html
     # progress on the terminal: probe k of about M, the rate and the verdict so far
     assert "probe 1 of about " in proc.stderr
     assert "rps so far" in proc.stderr

@@ -17,9 +17,9 @@ from pathlib import Path
 
 import pytest
 
-from rally_keystone_bench.contexts._admin import AdminClient
+from rally_keystone_bench.clients.admin import AdminClient
 from rally_keystone_bench.deploy.keystone import Deployment, LocalKeystone
-from rally_keystone_bench.rallyenv import UUID_RE, RallyHome, keystone_spec
+from rally_keystone_bench.driver.rally import UUID_RE, RallyHome, keystone_spec
 
 pytestmark = pytest.mark.functional
 
@@ -195,7 +195,7 @@ def test_rally_task_abort_during_setup_leaves_keystone_as_it_was(rh, admin, tmp_
         "keystone_users": {"users_per_tenant": 300, "resource_management_workers": 4},
     }
     path = task_file(tmp_path, [workload("Dummy.dummy", ctx)])
-    from rally_keystone_bench.rallyenv import rally_executable
+    from rally_keystone_bench.driver.rally import rally_executable
 
     proc = subprocess.Popen(
         [

@@ -14,6 +14,7 @@ import sys
 
 import pytest
 from _bench_helpers import bench, bench_databases, live_pids, states, tiny_task
+from _packages import require_package
 
 pytestmark = pytest.mark.functional
 
@@ -27,6 +28,8 @@ pytestmark = pytest.mark.functional
     ids=["postgresql-memcached-gunicorn", "mysql-uwsgi"],
 )
 def test_tiny_task_on_a_real_database_leaves_nothing_behind(tmp_path, options):
+    if "memcached" in options:
+        require_package("memcached", "memcached")
     before = bench_databases()
     task = tiny_task(tmp_path / "tiny.json")
     proc = bench(

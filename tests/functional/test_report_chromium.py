@@ -3,7 +3,6 @@
 Skipped only when chromium is absent outside CI; in CI (CI set) it must run.
 """
 
-import os
 import re
 import sys
 from html.parser import HTMLParser
@@ -17,11 +16,12 @@ FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 sys.path.insert(0, str(FIXTURES))
 import chromium  # noqa: E402
 import synthetic  # noqa: E402
+from _packages import require_package  # noqa: E402
 
 pytestmark = pytest.mark.functional
 
-if chromium.binary() is None and not os.environ.get("CI"):
-    pytest.skip("chromium is not installed (apt-get install chromium)", allow_module_level=True)
+if chromium.binary() is None:
+    require_package("chromium", "chromium")
 
 
 def _source(tmp: Path) -> str:

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from rally_keystone_bench import cli
-from rally_keystone_bench.rallyenv import UUID_RE, RallyHome
+from rally_keystone_bench.driver.rally import UUID_RE, RallyHome
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "fixtures"))
 import synthetic  # noqa: E402
@@ -81,4 +81,4 @@ def test_rally_task_export_writes_the_same_summary(imported):
 def test_exporter_is_listed_by_rally(imported):
     home, _, _ = imported
     out = home.rally("plugin", "show", "--name", "keystone-bench-summary").stdout
-    assert "keystone-bench-summary" in out and "rally_keystone_bench.report.exporter" in out
+    assert "keystone-bench-summary" in out and "rally_keystone_bench.plugins.exporter" in out

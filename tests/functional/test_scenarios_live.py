@@ -15,14 +15,13 @@ from pathlib import Path
 
 import pytest
 
-from rally_keystone_bench.deploy.keystone import Deployment, LocalKeystone
-from rally_keystone_bench.rallyenv import RallyHome, keystone_spec
+from rally_keystone_bench.deploy.keystone import LocalKeystone
+from rally_keystone_bench.driver.rally import RallyHome, keystone_spec
 
 pytestmark = pytest.mark.functional
 
 REPO = Path(__file__).resolve().parents[2]
 TASKS = REPO / "tasks"
-ROUNDS = 4  # bcrypt's minimum: users and tokens stay cheap on 2 cores
 TASK_UUID = re.compile(r"Task ([0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12})")
 
 # Small sizes for tasks/token-suite.yaml: every scenario, a few iterations.
@@ -39,20 +38,6 @@ SUITE_ARGS = {
 
 
 # -- helpers shared with test_no_secrets.py -----------------------------------
-
-
-# One worker process: with two, SQLite Keystone answers 500 "database is
-# locked" when two users' first password authentications of the day (each
-# writes user.last_active_at) or a user creation overlap, and uWSGI's HTTP
-# router then holds the client's connection until its 60 s timeout. These
-# tests are about the scenarios; client-side concurrency is unchanged.
-WORKERS = 1
-
-
-def start_keystone(run_dir: Path) -> LocalKeystone:
-    keystone = LocalKeystone(Deployment(workers=WORKERS, password_hash_rounds=ROUNDS), run_dir)
-    keystone.start()
-    return keystone
 
 
 def run_task(
@@ -132,12 +117,8 @@ def assert_all_succeeded(workload: dict) -> None:
 
 
 @pytest.fixture(scope="module")
-def keystone(tmp_path_factory):
-    ks = start_keystone(tmp_path_factory.mktemp("ks"))
-    try:
-        yield ks
-    finally:
-        ks.stop()
+def keystone(small_keystone):
+    return small_keystone
 
 
 @pytest.fixture(scope="module")

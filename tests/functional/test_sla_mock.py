@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from rally_keystone_bench.deploy.mock import MockKeystone
-from rally_keystone_bench.rallyenv import RallyHome, keystone_spec
+from rally_keystone_bench.driver.rally import RallyHome, keystone_spec
 
 pytestmark = pytest.mark.functional
 

@@ -19,6 +19,9 @@ from rally_keystone_bench.capacity import (
     Settings,
     find_capacity,
 )
+from rally_keystone_bench.driver import targets
+from rally_keystone_bench.report import capacity as capacity_report
+from rally_keystone_bench.verbs import capacity as capacity_verb
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "fixtures"))
 import synthetic  # noqa: E402
@@ -50,7 +53,7 @@ def test_bad_input_exits_2_with_the_reason_before_any_load(argv, reason, capsys,
     def no_target(*a, **k):  # pragma: no cover - reached only by a defect
         raise AssertionError("a target was prepared for bad input")
 
-    monkeypatch.setattr(capacity, "prepared_target", no_target)
+    monkeypatch.setattr(targets, "prepared_env", no_target)
     code = cli.main(["capacity", *argv, "--reports-dir", "/nonexistent/reports"])
     assert code == 2
     assert reason in capsys.readouterr().err
@@ -295,7 +298,9 @@ def test_reports_hold_the_probe_table_n_and_a_chart_from_the_data(tmp_path):
         p.sent_rate, p.p50, p.p95, p.p99 = rate * 0.99, 0.02 * i, 0.03 * i, 0.04 * i
         probes.append(p)
     out = capacity.Outcome(50, "found", None, True, "N = 50 rps; 75 rps is degraded", probes)
-    j, h = capacity.write_reports(out, SETTINGS, "mock", tmp_path, "2026-01-01T00:00:00", 12.0)
+    j, h = capacity_report.write_reports(
+        out, SETTINGS, "mock", tmp_path, "2026-01-01T00:00:00", 12.0
+    )
     data = json.loads(j.read_text())
     assert data["result"]["n_rps"] == 50 and data["result"]["status"] == "found"
     assert [p["rps"] for p in data["probes"]] == [100, 50, 75]
@@ -305,6 +310,22 @@ def test_reports_hold_the_probe_table_n_and_a_chart_from_the_data(tmp_path):
     assert html.count("<circle") == 2 * 3 + 3  # p50 and p95 per probe, then sent rates
     assert "<script" not in html
     assert "probe 2: 50 rps, p95 60.0 ms, ok" in html
+
+
+def test_report_draws_latency_over_time_at_n_and_at_n_plus_1(tmp_path):
+    fixture = Path(__file__).resolve().parents[1] / "fixtures" / "rally-keystone-tokens.json"
+    probes = [
+        Probe(1, "search", 60, verdict=SLOPE, planned=10, iterations=10),
+        Probe(2, "confirm N", 50, verdict=OK, planned=10, iterations=10),
+        Probe(3, "confirm N+1", 51, verdict=SLOPE, planned=10, iterations=10),
+    ]
+    probes[1].report = probes[2].report = str(fixture)
+    out = capacity.Outcome(50, "found", None, True, "N = 50 rps; 51 rps is degraded", probes)
+    _, h = capacity_report.write_reports(out, SETTINGS, "mock", tmp_path, "2026-01-01", 1.0)
+    html = h.read_text()
+    assert html.count("<svg") == 4
+    assert "50 rps (confirm N): " in html and "51 rps (confirm N+1): " in html
+    assert html.count("latency over time") >= 2
 
 
 @pytest.mark.parametrize("runner", ["pooled_rps", "rps"])
@@ -324,6 +345,21 @@ def test_the_probe_task_runs_the_chosen_runner(runner):
 
 def test_runner_is_a_capacity_option():
     args = cli.build_parser().parse_args(["capacity", "--scenario", "validate", "--runner", "rps"])
-    assert capacity.check_settings(args).runner == "rps"
+    assert capacity_verb.check_settings(args).runner == "rps"
     args = cli.build_parser().parse_args(["capacity", "--scenario", "validate"])
-    assert capacity.check_settings(args).runner == "pooled_rps"
+    assert capacity_verb.check_settings(args).runner == "pooled_rps"
+
+
+def test_the_probe_task_takes_an_ldap_domains_users_when_given_one():
+    import jinja2
+    import yaml
+
+    from rally_keystone_bench.capacity import probe_task_path
+
+    settings = capacity.Settings("authenticate", 1, 100, 10, 30, 0.01, 1)
+    text = jinja2.Environment().from_string(probe_task_path().read_text())
+    (ldap,) = yaml.safe_load(text.render(**settings.task_args(40), ldap_domain="LDAP"))["subtasks"]
+    assert ldap["contexts"]["keystone_users"]["existing"] is True
+    assert ldap["contexts"]["keystone_users"]["domain"] == "LDAP"
+    (sql,) = yaml.safe_load(text.render(**settings.task_args(40)))["subtasks"]
+    assert "existing" not in sql["contexts"]["keystone_users"]

@@ -85,6 +85,7 @@ def test_json_html_junit_outputs(tmp_path, run):
     b = synthetic.slow_down(b, "keystone.issue_token", 1.3)
     base, cand = _files(tmp_path, a, b)
     out = tmp_path / "out"
+    out.mkdir()
     rc = cli.main(
         ["compare", base, cand, "--json", str(out / "c.json"), "--html", str(out / "c.html"),
          "--junit", str(out / "c.xml")]

@@ -11,15 +11,17 @@ from types import SimpleNamespace
 import pytest
 from rally.task import context as rally_context
 
-from rally_keystone_bench.contexts import _admin, _base, reuse, token_pool, users
-from rally_keystone_bench.contexts._retry import (
+from rally_keystone_bench.clients import admin as _admin
+from rally_keystone_bench.clients.retry import (
     KeystoneAdminError,
     RetryPolicy,
     RetryStats,
     TransientError,
     call,
 )
-from rally_keystone_bench.tokens import Token
+from rally_keystone_bench.clients.tokens import Token
+from rally_keystone_bench.plugins.contexts import _base, reuse, token_pool, users
+from rally_keystone_bench.verbs import cleanup
 
 FAST = RetryPolicy(max_retries=3, base_delay=0.0, max_delay=0.0, min_patience=0.0)
 
@@ -273,6 +275,32 @@ def test_existing_without_env_users_is_rejected():
     )
 
 
+def test_existing_users_of_a_directory_domain_need_the_envs_users_file():
+    def check(cfg, extras):
+        v = users.UsersConfigValidator()
+        try:
+            v.validate({"env": {"extras": extras, "platforms": {}}}, None, None, cfg)
+        except Exception as exc:  # ValidationError
+            return str(exc)
+        return None
+
+    extras = {"keystone_bench": {"directory_users": "/run/directory-users.json"}}
+    ok = {"existing": True, "domain": "LDAP", "users_per_tenant": 2, "roles": ["member"]}
+    assert check(ok, extras) is None
+    assert "names no directory users" in check(ok, {})
+    assert "needs existing: true" in check({"domain": "LDAP"}, extras)
+    assert "remove reuse" in check({"existing": True, "domain": "LDAP", "reuse": "t"}, extras)
+
+
+def test_directory_users_are_read_from_the_file_the_env_names(tmp_path):
+    path = tmp_path / "users.json"
+    path.write_text(json.dumps({"domain": "LDAP", "users": [{"name": "u1", "password": "p"}]}))
+    env = {"extras": {"keystone_bench": {"directory_users": str(path)}}}
+    assert users.load_directory_users(env, "LDAP") == [{"name": "u1", "password": "p"}]
+    with pytest.raises(Exception, match="of domain 'LDAP', not 'Corp'"):
+        users.load_directory_users(env, "Corp")
+
+
 # -- token_pool ---------------------------------------------------------------------------
 def iso(seconds_from_now):
     from datetime import datetime, timezone
@@ -350,7 +378,7 @@ def test_cleanup_reads_admin_credentials_from_a_run_dirs_openrc(tmp_path):
         "export OS_AUTH_URL=http://127.0.0.1:5000/v3\nexport OS_USERNAME=admin\n"
         "export OS_PASSWORD=pw\nexport OS_PROJECT_NAME=admin\n"
     )
-    cred = reuse.admin_credential(SimpleNamespace(spec=None, run_dir=str(tmp_path)))
+    cred = cleanup.admin_credential(SimpleNamespace(spec=None, run_dir=str(tmp_path)))
     assert cred["auth_url"] == "http://127.0.0.1:5000/v3" and cred["username"] == "admin"
 
 
@@ -361,14 +389,14 @@ def test_cleanup_without_credentials_is_bad_input(monkeypatch):
         if k.startswith("OS_"):
             monkeypatch.delenv(k)
     with pytest.raises(BenchError, match="OS_AUTH_URL"):
-        reuse.admin_credential(SimpleNamespace(spec=None, run_dir=None))
+        cleanup.admin_credential(SimpleNamespace(spec=None, run_dir=None))
     with pytest.raises(BenchError, match="reuse tag"):
         reuse.check_tag("bad tag")
 
 
 def test_ctrl_c_during_setup_cleans_up_every_context_set_up_so_far():
-    from rally_keystone_bench.contexts.tenants import KeystoneTenants
-    from rally_keystone_bench.contexts.users import KeystoneUsers
+    from rally_keystone_bench.plugins.contexts.tenants import KeystoneTenants
+    from rally_keystone_bench.plugins.contexts.users import KeystoneUsers
 
     ctx = {"config": {}, "owner_id": "w-interrupt"}
     tenants, users_ctx = KeystoneTenants(ctx), KeystoneUsers(ctx)

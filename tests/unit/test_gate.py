@@ -1,38 +1,142 @@
-"""gate: pooling rounds per side, the verdict from compare's engine, side options."""
+"""gate: paired iterations cut into blocks, /proc intervals, the verdict, side options."""
 
+import json
 import sys
 from pathlib import Path
 
 import pytest
 
-from rally_keystone_bench import cli, gate, results
+from rally_keystone_bench import cli, pairing, procstat, results
 from rally_keystone_bench.errors import BenchError
+from rally_keystone_bench.verbs import gate
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "fixtures"))
 import synthetic  # noqa: E402
 
+ISSUE = "keystone.issue_token"
+BASE, CAND = f"baseline.{ISSUE}", f"candidate.{ISSUE}"
+T0 = synthetic.T0
 
-def rounds(n_rounds: int, seed: int, scale: float = 1.0) -> list[list[results.Workload]]:
-    """N_ROUNDS runs of one password-token workload of 40 iterations."""
-    out = []
-    for r in range(n_rounds):
-        data = synthetic.iterations(40, scale={"keystone.issue_token": scale}, seed=seed * 100 + r)
-        out.append(results.from_report(synthetic.report([synthetic.workload(data)])))
+
+def paired_run(
+    n: int = 240,
+    scale: float = 1.0,
+    error_every: int = 0,
+    seed: int = 1,
+    busy: tuple[float, float] | None = None,
+    cpu_scale: float = 1.0,
+    median: float = 0.05,
+) -> gate.TaskRun:
+    """N paired iterations (about 0.1 s each) and /proc intervals of 0.5 s over them.
+
+    BUSY=(start, end) seconds after T0: other processes take 1.5 cores then.
+    """
+    data = synthetic.iterations(
+        n, actions=(BASE, CAND), median=median, sigma=0.1, concurrency=1,
+        scale={CAND: scale}, error_every=error_every, seed=seed,
+    )  # fmt: skip
+    (wl,) = results.from_report(synthetic.report([synthetic.workload(data)]))
+    end = float(wl.iteration_started.max() + wl.iteration_duration.max()) - T0
+    intervals = []
+    t = 0.0
+    while t < end + 0.5:
+        other = 150 if busy and busy[0] <= t < busy[1] else 10  # ticks per 0.5 s, 2 cores
+        ks = {("baseline", 11): 5, ("candidate", 21): int(round(5 * cpu_scale))}
+        intervals.append(
+            procstat.Interval(T0 + t, T0 + t + 0.5, other + 30, 0, {"baseline": 5,
+                              "candidate": ks[("candidate", 21)], "generator": 10}, ks)
+        )  # fmt: skip
+        t += 0.5
+    return gate.TaskRun([wl], intervals)
+
+
+def access_log(run: gate.TaskRun) -> dict[str, list[procstat.Request]]:
+    """One request per timed action, served by pid 11 (baseline) or 21 (candidate)."""
+    (wl,) = run.workloads
+    out = {}
+    for side, pid in (("baseline", 11), ("candidate", 21)):
+        a = wl.actions[f"{side}.{ISSUE}"]
+        out[side] = [
+            procstat.Request(float(s), float(d), pid, 201)
+            for s, d in zip(a.started_at, a.duration, strict=True)
+        ]
     return out
 
 
-def test_same_release_on_both_sides_passes():
-    result = gate.compare_sides(rounds(3, 1), rounds(3, 2), 10.0, 0.01, "A", "B")
-    assert result.exit_code == 0
-    (wc,) = result.workloads
-    issue = next(c for c in wc.actions if c.name == "keystone.issue_token")
-    assert issue.n_base == issue.n_cand == 120  # three rounds of 40 pooled
+def judge(*runs: gate.TaskRun, min_clean: int = 8, block_seconds: float = 2.0):
+    return gate.judge_runs(
+        runs, access_log(runs[0]), threshold=10.0, alpha=0.01, block_seconds=block_seconds,
+        bounds=pairing.Bounds(), min_clean=min_clean, base_name="A", cand_name="B",
+    )  # fmt: skip
 
 
-def test_slower_candidate_fails_and_names_the_action():
-    result = gate.compare_sides(rounds(3, 1), rounds(3, 2, scale=1.5), 10.0, 0.01, "A", "B")
-    assert result.exit_code == 1
-    assert "keystone.issue_token" in result.headline()
+def test_pairs_match_the_two_sides_of_each_iteration():
+    run = paired_run(n=50, scale=2.0)
+    pairs, base, cand = gate.pairs_of(run.workloads[0], ISSUE)
+    assert len(pairs) == 50 and base == (0, 50) and cand == (0, 50)
+    assert all(p.cand > p.base * 1.2 for p in pairs)
+
+
+def test_the_same_release_passes_with_every_block_clean():
+    res = judge(paired_run())
+    (v,) = res.actions
+    assert res.exit_code == 0, pairing.format_text(res)
+    assert len(v.blocks) >= 10 and v.n_clean == len(v.blocks)
+    assert v.cpu is not None and not v.cpu.regression
+    assert pairing.format_text(res).startswith("no regression")
+
+
+def test_a_slower_candidate_fails_naming_the_action_and_waits():
+    res = judge(paired_run(scale=1.5))
+    assert res.exit_code == 1
+    assert res.headline().startswith("REGRESSION") and ISSUE in res.headline()
+    assert res.actions[0].kind == "waits"
+
+
+def test_a_candidate_burning_twice_the_cpu_is_named_so():
+    res = judge(paired_run(scale=1.5, cpu_scale=2.0))
+    assert res.exit_code == 1
+    assert res.actions[0].kind == "burns CPU"
+
+
+def test_cpu_per_request_is_measured_when_requests_outlast_a_block():
+    # A busy machine: a token takes 1.5 s (3 s on the candidate), blocks are 2 s.
+    res = judge(paired_run(n=40, scale=2.0, cpu_scale=2.0, median=1.5))
+    (v,) = res.actions
+    with_cpu = [b for b in v.blocks if b.base_cpu and b.cand_cpu]
+    assert len(with_cpu) == len(v.blocks) >= 8
+    assert v.kind == "burns CPU"
+
+
+def test_blocks_while_other_load_starts_or_stops_are_set_aside():
+    res = judge(paired_run(busy=(5.0, 9.2)))
+    (v,) = res.actions
+    aside = [b for b in v.blocks if b.set_aside]
+    # The load starts within one block and stops within another.
+    assert len(aside) == 2 and all("swung" in b.set_aside for b in aside)
+    assert res.exit_code == 0
+
+
+def test_too_few_clean_blocks_is_inconclusive_exit_3():
+    res = judge(paired_run(n=60, scale=2.0), min_clean=8)
+    assert res.exit_code == 3
+    assert res.headline().startswith("INCONCLUSIVE")
+
+
+def test_more_runs_add_blocks():
+    one = judge(paired_run(n=60), min_clean=5)
+    two = judge(paired_run(n=60), paired_run(n=60, seed=2), min_clean=5)
+    assert len(two.actions[0].blocks) > len(one.actions[0].blocks)
+    assert two.rounds == 2
+
+
+@pytest.mark.parametrize("error_every", [2, 1])
+def test_a_failing_candidate_never_passes(error_every):
+    # The candidate's action is the iteration's last: every k-th one fails.
+    res = judge(paired_run(error_every=error_every))
+    assert res.exit_code == 1, pairing.format_text(res)
+    assert "fail" in res.headline()
+    assert res.actions[0].kind == "fails"
 
 
 def test_side_options_reach_the_deployment():
@@ -54,41 +158,30 @@ def test_option_without_equals_is_refused():
 def test_cli_parses_the_gate_command_line():
     args = cli.build_parser().parse_args(
         ["gate", "--baseline", "keystone==30.0.0", "--candidate", "../keystone",
-         "--candidate-option", "password_hash_rounds=12"]
+         "--candidate-option", "password_hash_rounds=12", "--max-time", "300"]
     )  # fmt: skip
     assert args.task == "tasks/gate.yaml"
-    assert args.rounds == 3 and args.threshold == 10.0
+    assert args.rounds == 1 and args.threshold == 10.0 and args.max_time == 300.0
     assert args.candidate_option == ["password_hash_rounds=12"]
     assert args.baseline_option == []
 
 
-def test_bad_rounds_exit_2_before_anything_starts(capsys):
-    rc = cli.main(["gate", "--baseline", "keystone", "--candidate", "keystone", "--rounds", "0"])
+@pytest.mark.parametrize(
+    "flag,value", [("--rounds", "0"), ("--block-seconds", "0.1"), ("--max-time", "0"),
+                   ("--min-clean-blocks", "2"), ("--alpha", "2"), ("--min-clean-blocks", "6")]
+)  # fmt: skip
+def test_bad_options_exit_2_before_anything_starts(capsys, flag, value):
+    rc = cli.main(["gate", "--baseline", "keystone", "--candidate", "keystone", flag, value])
     assert rc == 2
-    assert "--rounds" in capsys.readouterr().err
+    assert flag in capsys.readouterr().err
 
 
-def _rounds_scaled(scales: list[float], seed: int) -> list[list[results.Workload]]:
-    return [rounds(1, seed * 10 + i, scale=s)[0] for i, s in enumerate(scales)]
-
-
-def test_a_slowdown_in_some_rounds_only_is_not_a_regression():
-    # Two of three candidate rounds disturbed by other work on the machine:
-    # pooled, the candidate is slower; round by round, it is not always.
-    base = _rounds_scaled([1.0, 1.0, 1.0], 1)
-    cand = _rounds_scaled([1.0, 1.3, 1.4], 2)
-    result = gate.compare_sides(base, cand, 10.0, 0.01, "A", "B")
-    issue = next(c for c in result.workloads[0].actions if c.name == "keystone.issue_token")
-    assert issue.significant and issue.ratio > 1.1  # the pooled test alone would fail it
-    assert result.exit_code == 0
-    assert "not in every round" in issue.verdict
-    assert len(issue.round_ratios) == 3 and issue.round_ratios[0] < 1.1
-
-
-def test_a_slowdown_in_every_round_is_a_regression():
-    base = _rounds_scaled([1.0, 1.0, 1.0], 1)
-    cand = _rounds_scaled([1.3, 1.3, 1.4], 2)
-    result = gate.compare_sides(base, cand, 10.0, 0.01, "A", "B")
-    assert result.exit_code == 1
-    issue = next(c for c in result.workloads[0].actions if c.name == "keystone.issue_token")
-    assert all(r > 1.1 for r in issue.round_ratios)
+def test_reports_are_written_with_every_block(tmp_path):
+    res = judge(paired_run(scale=1.5, busy=(5.0, 9.2)))
+    paths = {k: tmp_path / f"gate.{k}" for k in ("JSON", "HTML", "JUnit")}
+    gate.write_outputs(res, paths)
+    data = json.loads(paths["JSON"].read_text())
+    assert data["exit_code"] == 1 and data["actions"][0]["kind"] == "waits"
+    html = paths["HTML"].read_text()
+    assert "REGRESSION" in html and "swung" in html and "kind: waits" in html
+    assert 'failures="1"' in paths["JUnit"].read_text()

@@ -9,8 +9,8 @@ import pytest
 from rally.plugins.common import validators  # noqa: F401  (registers "jsonschema")
 from rally.task import sla as rally_sla
 
-from rally_keystone_bench.sla import latency_slope
-from rally_keystone_bench.sla.latency_slope import LatencySlope
+from rally_keystone_bench.plugins.sla import latency_slope
+from rally_keystone_bench.plugins.sla.latency_slope import LatencySlope
 
 T0 = 1_700_000_000.25
 
@@ -244,7 +244,7 @@ def test_x_iteration_uses_the_rank_by_start_time():
     dense = make_stream(3000, 60, slope=0.001, noise=0.001, seed=6)
     s, _ = feed({"warmup": 10, "x": "iteration"}, out_of_order(dense))
     x, y = reference(dense, 10)
-    keys = np.floor(x + T0 - s.origin)
+    keys = np.floor(x + T0 - s.engine.origin)
     _, inverse, counts = np.unique(keys, return_inverse=True, return_counts=True)
     offsets = np.r_[0, np.cumsum(counts)[:-1]]
     mid = offsets[inverse] + (counts[inverse] - 1) / 2
@@ -256,13 +256,15 @@ def test_raw_points_are_kept_for_the_warmup_only():
     its = make_stream(20000, 400, seed=8)
     s, _ = feed({"warmup": 20}, its)
     s.fit()
-    kept = sum(a.size for a in s._zone_x)
+    kept = sum(a.size for a in s.engine._zone_x)
     first = its[0]["timestamp"]
     in_warmup_seconds = sum(
-        1 for it in its if np.floor(it["timestamp"] - s.origin) <= np.floor(first + 20 - s.origin)
+        1
+        for it in its
+        if np.floor(it["timestamp"] - s.engine.origin) <= np.floor(first + 20 - s.engine.origin)
     )
     assert kept == in_warmup_seconds < 1100
-    assert len(s._seconds) <= 401
+    assert len(s.engine._seconds) <= 401
 
 
 @pytest.mark.parametrize(
@@ -295,3 +297,14 @@ def test_good_config_validates():
     assert (
         rally_sla.SLA.validate(name="latency_slope", context={}, config=None, plugin_cfg=cfg) == []
     )
+
+
+def test_two_slas_merged_judge_as_one_that_saw_every_iteration():
+    its = out_of_order(make_stream(4000, 200, slope=0.002, noise=0.002, seed=21))
+    whole, _ = feed({"warmup": 20}, its)
+    a, _ = feed({"warmup": 20}, its[::2])
+    b, _ = feed({"warmup": 20}, its[1::2])
+    a.merge(b)
+    assert a.fit().n == whole.fit().n
+    assert rel(a.fit().slope, whole.fit().slope) < 1e-9
+    assert a.result()["success"] == whole.result()["success"]

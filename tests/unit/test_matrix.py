@@ -6,8 +6,11 @@ from pathlib import Path
 
 import pytest
 
-from rally_keystone_bench import cli, matrix, results
+from rally_keystone_bench import cli, results
+from rally_keystone_bench.deploy import directory
+from rally_keystone_bench.deploy.keystone import Deployment
 from rally_keystone_bench.errors import BenchError
+from rally_keystone_bench.verbs import matrix
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "fixtures"))
 import synthetic  # noqa: E402
@@ -45,7 +48,7 @@ def test_shipped_deployment_files_hold_known_keys_only(name):
     data = yaml.safe_load((ROOT / "deployments" / name).read_text())
     assert len(data) >= 4
     for dep_name, values in data.items():
-        matrix.deployment_from_mapping(values or {}, dep_name)
+        Deployment.from_mapping(values or {}, dep_name)
 
 
 def test_workers_file_compares_1_2_and_4_workers_and_apache():
@@ -76,28 +79,52 @@ def test_table_has_a_row_per_deployment_setting_and_action(tmp_path):
     assert "uwsgi-1w" in text and "p95" in text
 
 
+def test_rows_name_the_workload_not_only_the_runner_setting():
+    # The token-lifecycle task: serial create and serial validate share a runner setting.
+    def wl(scenario, args, runner_type, runner, position):
+        data = synthetic.iterations(10, concurrency=1, seed=position)
+        return synthetic.workload(data, scenario, args, runner, runner_type, position=position)
+
+    report = synthetic.report(
+        [
+            wl("KeystoneTokens.authenticate", {"scope": "project"}, "serial", {"times": 10}, 0),
+            wl("KeystoneTokens.validate", {"method": "GET"}, "serial", {"times": 10}, 1),
+            wl("KeystoneTokens.validate", {"method": "HEAD"}, "serial", {"times": 10}, 2),
+        ]
+    )
+    rows = matrix.build_table([("ks", results.from_report(report))])
+    totals = {r["setting"]: r["scenario"] for r in rows if r["action"] == "total"}
+    assert totals == {
+        "authenticate serial(times=10)": "KeystoneTokens.authenticate",
+        "validate(method=GET) serial(times=10)": "KeystoneTokens.validate",
+        "validate(method=HEAD) serial(times=10)": "KeystoneTokens.validate",
+    }
+    assert "validate(method=HEAD) serial(times=10)" in matrix.format_table(rows)
+
+
 def test_a_deployment_that_fails_loses_no_other_results(tmp_path, monkeypatch, capsys):
     import contextlib
 
-    from rally_keystone_bench import runner
+    from rally_keystone_bench.driver import targets
+    from rally_keystone_bench.driver import task as runner
 
     f = tmp_path / "d.yaml"
     f.write_text("one:\n  workers: 1\nbroken:\n  workers: 2\nthree:\n  workers: 4\n")
     task = tmp_path / "t.json"
     task.write_text("{}")
     monkeypatch.chdir(tmp_path)
-    monkeypatch.setattr(runner, "build_envs", lambda deps, root: None)
+    monkeypatch.setattr(targets, "build_envs", lambda deps, root: None)
 
     @contextlib.contextmanager
     def prepared_env(run_dir, deployment):
         if deployment.workers == 2:
             raise BenchError("Keystone exited during start; see its log")
-        yield None, "env"
+        yield targets.ReadyEnv(None, "env", "http://x/v3")
 
     def run_task(home, env, task_file, task_args, out_dir):
         return runner.TaskOutcome(task_file, "uuid", 0, workloads=_workloads(4, 1))
 
-    monkeypatch.setattr(runner, "prepared_env", prepared_env)
+    monkeypatch.setattr(targets, "prepared_env", prepared_env)
     monkeypatch.setattr(runner, "run_task", run_task)
     code = cli.main(
         ["matrix", "--deployments", str(f), "--task", str(task), "--reports-dir", "reports"]
@@ -110,3 +137,65 @@ def test_a_deployment_that_fails_loses_no_other_results(tmp_path, monkeypatch, c
     assert {r["deployment"] for r in doc["rows"]} == {"one", "three"}
     assert "Keystone exited during start" in doc["failed"]["broken"]
     assert "Keystone exited during start" in (out / "matrix.html").read_text()
+
+
+def test_ldap_rows_state_the_connections_slapd_accepted_during_the_load(tmp_path):
+    wls = _workloads(4, 3)
+    start, end = directory.load_window(wls[0])
+    log = tmp_path / "slapd.log"
+
+    def accept(at: float) -> str:
+        sec = int(at)
+        return f"{sec:08x}.{int((at - sec) * 1e9):08x} 0x7f ACCEPT from IP=127.0.0.1:1 (IP=x)\n"
+
+    log.write_text(accept(start - 30) + accept(start + 0.01) + accept(end - 0.01) + accept(end + 5))
+    counts = directory.count_load_accepts(log, wls)
+    assert counts == {0: 2}  # setup's and teardown's connections are not the load's
+    rows = matrix.build_table(
+        [("ldap-pool-off", wls), ("sql", _workloads(4, 4))], {("ldap-pool-off", 0): 2}
+    )
+    assert {r["ldap_connections"] for r in rows if r["deployment"] == "ldap-pool-off"} == {2}
+    assert all("ldap_connections" not in r for r in rows if r["deployment"] == "sql")
+    text = matrix.format_table(rows)
+    assert "ldap conns" in text and "slapd accepted" in text
+
+
+def test_ldap_pools_file_compares_pools_off_and_on_plain_and_tls():
+    import yaml
+
+    data = yaml.safe_load((ROOT / "deployments" / "ldap-pools.yaml").read_text())
+    deps = {name: Deployment.from_mapping(v, name) for name, v in data.items()}
+    assert {(d.identity, d.ldap_pool, bool(d.ldap_tls)) for d in deps.values()} == {
+        ("ldap", False, False),
+        ("ldap", True, False),
+        ("ldap", False, True),
+        ("ldap", True, True),
+    }
+
+
+def test_yaml_on_off_and_true_become_pool_and_tls_booleans():
+    dep = Deployment.from_mapping(
+        {"identity": "ldap", "ldap_pool": False, "ldap_tls": "yes", "ldap_pool_size": "3"}, "d"
+    )
+    assert dep.ldap_pool is False and dep.ldap_tls is True and dep.ldap_pool_size == 3
+    with pytest.raises(BenchError, match="on or off"):
+        Deployment.from_mapping({"ldap_pool": "sometimes"}, "d")
+
+
+def test_an_ldap_deployment_passes_its_domain_to_the_task():
+    from rally_keystone_bench.deploy.keystone import Deployment
+    from rally_keystone_bench.driver import targets
+
+    ldap = Deployment(identity="ldap")
+    assert targets.identity_task_args(ldap, {"times": 3}) == {"times": 3, "ldap_domain": "LDAP"}
+    assert targets.identity_task_args(ldap, {"ldap_domain": "Corp"}) == {"ldap_domain": "Corp"}
+    assert targets.identity_task_args(Deployment(), {"times": 3}) == {"times": 3}
+
+
+def test_ldap_workers_file_measures_pools_on_at_1_2_and_4_workers():
+    import yaml
+
+    data = yaml.safe_load((ROOT / "deployments" / "ldap-workers.yaml").read_text())
+    deps = [Deployment.from_mapping(v, name) for name, v in data.items()]
+    assert sorted(d.workers for d in deps) == [1, 2, 4]
+    assert all(d.identity == "ldap" and d.ldap_pool is True for d in deps)

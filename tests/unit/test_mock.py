@@ -226,3 +226,27 @@ def test_a_taken_port_exits_2_with_one_line(tmp_path, capsys):
     assert rc == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and f"127.0.0.1:{port}" in err
+
+
+def test_stall_holds_token_requests_until_it_ends(tmp_path):
+    m = Mock(tmp_path, stall_s=0.4, stall_every_s=0.6)
+    try:
+        started = m.server.started
+        assert m.token()[0] == 201  # before the first stall: answered at once
+        time.sleep(max(0.0, started + 0.65 - time.monotonic()))  # inside [0.6, 1.0)
+        assert m.token()[0] == 201
+        assert time.monotonic() >= started + 1.0  # answered only when the stall ended
+        assert m.call("GET", "/v3")[0] == 200  # only token requests stall
+    finally:
+        m.stop()
+
+
+@pytest.mark.parametrize(
+    "stall", [["--stall", "2"], ["--stall", "5", "--stall-every", "5"], ["--stall", "-1"]]
+)
+def test_bad_stall_is_one_line_exit_2(tmp_path, capsys, stall):
+    rc = cli.main(["mock", "--run-dir", str(tmp_path), *stall])
+    assert rc == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "--stall" in err[0]
+    assert not (tmp_path / "mock.pid").exists()

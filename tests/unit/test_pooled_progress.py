@@ -8,9 +8,11 @@ import sys
 import threading
 from pathlib import Path
 
-from rally_keystone_bench import capacity, rallyenv
-from rally_keystone_bench.runners import pooled_rps
-from rally_keystone_bench.runners.progress import PROGRESS, Totals, parse_progress
+from rally_keystone_bench.driver import rally as rallyenv
+from rally_keystone_bench.driver import task as rally_task
+from rally_keystone_bench.plugins.runners import pooled_rps
+from rally_keystone_bench.plugins.runners.progress import PROGRESS, Totals, parse_progress
+from rally_keystone_bench.verbs import capacity as capacity_verb
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import test_pooled_rps as worker  # noqa: E402
@@ -19,7 +21,7 @@ UUID = "12345678-1234-1234-1234-123456789abc"
 
 
 def test_a_counts_line_round_trips_and_totals_sum_the_latest_per_process():
-    line = "2026-11-21 INFO rally_keystone_bench.runners.pooled_rps [-] " + PROGRESS.format(
+    line = "2026-11-21 INFO rally_keystone_bench.plugins.runners.pooled_rps [-] " + PROGRESS.format(
         pid=7, started=5, done=3, failed=0
     )
     assert parse_progress(line) == (7, 5, 3, 0)
@@ -67,7 +69,7 @@ def test_a_probe_reads_the_counts_and_stops_at_the_first_failure(tmp_path, monke
         "    time.sleep(0.05)\n"
     )
     fake.chmod(fake.stat().st_mode | stat.S_IEXEC)
-    monkeypatch.setattr(rallyenv, "rally_executable", lambda: str(fake))
+    monkeypatch.setattr(rally_task, "rally_executable", lambda: str(fake))
     aborted = threading.Event()
 
     class Home:
@@ -89,11 +91,18 @@ def test_a_probe_reads_the_counts_and_stops_at_the_first_failure(tmp_path, monke
     ticks = []
     task_args = {"rps": 10, "max_concurrency": 50, "warmup": 10, "window": 30}
     task_args["runner"] = "pooled_rps"
-    rc, uuid, stopped = capacity._start_probe_task(
-        Home(), "env", tmp_path / "probe.yaml", task_args, tmp_path / "probe.log", True,
-        lambda *counts: ticks.append(counts),
+    watcher = capacity_verb.ProbeWatcher(task_args, True, print, 1, 400)
+
+    def watch(run, line):
+        ticks.append((run.counts.started, run.counts.done, run.counts.failed))
+        watcher(run, line)
+
+    home = Home()
+    run = rally_task.start_task(
+        home, "env", tmp_path / "probe.yaml", task_args, tmp_path / "probe.log",
+        config=home.quiet_config(), watch=watch,
     )  # fmt: skip
-    assert (rc, uuid, stopped) == (0, UUID, "an iteration failed")
+    assert (run.rc, run.uuid, run.stopped_for) == (0, UUID, "an iteration failed")
     assert aborted.wait(5)
     assert (5, 3, 0) in ticks and (9, 7, 0) in ticks and ticks[-1] == (13, 12, 1)
     assert (tmp_path / "probe.log").read_text().startswith("quiet\n")  # the quiet config

@@ -9,7 +9,7 @@ import time
 import pytest
 from rally.task import scenario
 
-from rally_keystone_bench.runners import pooled_rps
+from rally_keystone_bench.plugins.runners import pooled_rps
 
 
 class Recorder:
@@ -77,9 +77,11 @@ def run_worker(times: int, rate: float, concurrency: int, args: dict, aborted=No
 def test_the_schedule_is_the_rate_and_never_ahead_of_it():
     results = run_worker(times=11, rate=50, concurrency=4, args={})
     assert len(results) == 11 and not any(r["error"] for r in results)
-    # iteration i starts no earlier than i / rate after the first
-    gaps = [t - RECORD.started[0] for t in RECORD.started]
-    assert all(gap >= i / 50 - 0.002 for i, gap in enumerate(sorted(gaps)))
+    # The schedule: iteration i is due i / rate after the runner's start,
+    # whatever the machine did meanwhile; and none starts before it is due.
+    due = sorted(r["intended_start"] for r in results)
+    assert all(abs((b - a) - 1 / 50) < 1e-6 for a, b in zip(due, due[1:], strict=False))
+    assert all(r["timestamp"] >= r["intended_start"] - 1e-3 for r in results)
 
 
 def test_threads_are_reused_and_concurrency_is_capped():
@@ -125,3 +127,15 @@ def _no_rally_config(monkeypatch):
     from rally.common import logging as rally_logging
 
     monkeypatch.setattr(rally_logging, "is_debug", lambda: False)
+
+
+def test_each_iteration_records_its_intended_start_and_a_late_one_shows():
+    # one slot, iterations of 60 ms at 50 rps (20 ms apart): every start after
+    # the first is late, and the record says when it was due
+    results = run_worker(times=5, rate=50, concurrency=1, args={"sleep": 0.06})
+    due = sorted(r["intended_start"] for r in results)
+    assert all(b - a == pytest.approx(0.02, abs=1e-6) for a, b in zip(due, due[1:], strict=False))
+    for r in results:
+        assert r["timestamp"] >= r["intended_start"] - 1e-3  # never ahead of its schedule
+    last = max(results, key=lambda r: r["intended_start"])
+    assert last["timestamp"] - last["intended_start"] > 0.1  # waited for the one slot

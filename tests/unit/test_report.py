@@ -10,7 +10,8 @@ import numpy as np
 import pytest
 
 from rally_keystone_bench import cli, results
-from rally_keystone_bench.report import exporter, render, svg
+from rally_keystone_bench.plugins import exporter
+from rally_keystone_bench.report import render, svg
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "fixtures"))
 import synthetic  # noqa: E402
@@ -222,7 +223,7 @@ def test_pooled_rps_workloads_get_the_rate_chart_and_table_setting_too(tmp_path)
     )
     (loaded,) = results.from_report(synthetic.report([wl]))
     assert render.rps_target(loaded)[0] == (0.0, 40.0)
-    from rally_keystone_bench import matrix
+    from rally_keystone_bench.verbs import matrix
 
     assert matrix.runner_setting(loaded) == "rps 40"
     src = synthetic.write(str(tmp_path / "r.json"), synthetic.report([wl]))
@@ -231,3 +232,25 @@ def test_pooled_rps_workloads_get_the_rate_chart_and_table_setting_too(tmp_path)
     assert "pooled_rps runner: target against achieved rate" in html
     summary = json.loads((tmp_path / "out" / "summary.json").read_text())
     assert summary["workloads"][0]["rps_achieved"] > 0
+
+
+def test_summary_opens_with_an_overview_row_per_workload_and_action_linking_to_it(tmp_path):
+    data = synthetic.iterations(20, seed=3)
+    workloads = results.from_report(synthetic.report([synthetic.workload(data)]))
+    html = render.write_summary(workloads, tmp_path, "x.json").read_text()
+    overview = html[
+        html.index('id="overview"') : html.index("</table>", html.index('id="overview"'))
+    ]
+    assert html.index('id="overview"') < html.index('id="workload-0"')
+    rows = re.findall(r"<tr><td><a href=\"#workload-0\">1</a>", overview)
+    assert len(rows) == len(workloads[0].actions)
+    for header in ("p50 (ms)", "p95 (ms)", "p99 (ms)", "throughput", "success", "SLA"):
+        assert header in overview
+
+
+def test_twenty_samples_are_drawn_as_visible_dots():
+    t = np.linspace(0, 19, 20)
+    chart = svg.latency_over_time(t, np.full(20, 0.01), None, "latency", 0.0)
+    assert 'stroke-width="8"' in chart and chart.count("h0") == 20
+    many = svg.latency_over_time(np.linspace(0, 100, 5000), np.full(5000, 0.01), None, "l", 0.0)
+    assert 'stroke-width="3"' in many

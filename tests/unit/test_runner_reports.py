@@ -1,11 +1,11 @@
-"""runner.write_reports: where Rally's reports land, seen from our directory."""
+"""The driver's write_reports: where Rally's reports land, seen from our directory."""
 
 import json
 import subprocess
 import sys
 from pathlib import Path
 
-from rally_keystone_bench import runner
+from rally_keystone_bench.driver import task as runner
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "fixtures"))
 import synthetic  # noqa: E402

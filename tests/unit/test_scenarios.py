@@ -7,86 +7,18 @@ iterations, and the argument validators `rally task validate` runs.
 
 from __future__ import annotations
 
-import http.server
-import json
 import threading
-from datetime import datetime, timedelta, timezone
 
 import pytest
 import rally.plugins.common.validators  # noqa: F401  (registers "enum", "number")
+import validation_cases
+from fake_keystone import FakeKeystone, serving
 from rally.task import scenario as rally_scenario
 from rally_openstack.common.credential import OpenStackCredential
 
-from rally_keystone_bench.scenarios import tokens as scenarios
-from rally_keystone_bench.scenarios import validators  # noqa: F401
-
-EXPIRES = (datetime.now(timezone.utc) + timedelta(hours=1)).strftime("%Y-%m-%dT%H:%M:%S.000000Z")
-
-
-class FakeKeystone(http.server.ThreadingHTTPServer):
-    daemon_threads = True
-
-    def __init__(self) -> None:
-        super().__init__(("127.0.0.1", 0), _Handler)
-        self.lock = threading.Lock()
-        self.connections = 0
-        self.requests: list[tuple[str, str]] = []
-        self.issued: set[str] = set()
-        self.revoked: set[str] = set()
-        self.honour_revocation = True
-
-    def get_request(self):
-        with self.lock:
-            self.connections += 1
-        return super().get_request()
-
-    def count(self, method: str, path: str = "/v3/auth/tokens") -> int:
-        return sum(1 for m, p in self.requests if m == method and p.split("?")[0] == path)
-
-
-class _Handler(http.server.BaseHTTPRequestHandler):
-    protocol_version = "HTTP/1.1"
-
-    def log_message(self, *args) -> None:
-        pass
-
-    def _send(self, status: int, body: dict | None, headers: dict | None = None) -> None:
-        data = b"" if body is None else json.dumps(body).encode()
-        self.send_response(status)
-        for name, value in (headers or {}).items():
-            self.send_header(name, value)
-        self.send_header("Content-Length", "0" if self.command == "HEAD" else str(len(data)))
-        self.end_headers()
-        if self.command != "HEAD":
-            self.wfile.write(data)
-
-    def _answer(self) -> None:
-        server: FakeKeystone = self.server
-        length = int(self.headers.get("Content-Length") or 0)
-        body = json.loads(self.rfile.read(length)) if length else None
-        with server.lock:
-            server.requests.append((self.command, self.path))
-        if self.path.split("?")[0] == "/v3":
-            return self._send(200, {"version": {"id": "v3.14"}})
-        subject = self.headers.get("X-Subject-Token")
-        if self.command == "POST":
-            with server.lock:
-                token = f"gAAAAAB{len(server.issued):08d}" + "t" * 100
-                server.issued.add(token)
-            methods = body["auth"]["identity"]["methods"]
-            data = {"expires_at": EXPIRES, "methods": methods, "user": {"id": "u1"}}
-            return self._send(201, {"token": data}, {"X-Subject-Token": token})
-        known = subject in server.issued
-        if server.honour_revocation and subject in server.revoked:
-            known = False
-        if not known:
-            return self._send(404, {"error": {"code": 404, "message": "Could not find token"}})
-        if self.command == "DELETE":
-            server.revoked.add(subject)
-            return self._send(204, None)
-        return self._send(200, {"token": {"expires_at": EXPIRES, "methods": ["password"]}})
-
-    do_GET = do_POST = do_HEAD = do_DELETE = _answer
+from rally_keystone_bench.clients import pool
+from rally_keystone_bench.plugins.scenarios import tokens as scenarios
+from rally_keystone_bench.plugins.scenarios import validators  # noqa: F401
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -100,15 +32,9 @@ def rally_options():
 
 @pytest.fixture
 def keystone():
-    server = FakeKeystone()
-    thread = threading.Thread(target=server.serve_forever, args=(0.02,), daemon=True)
-    thread.start()
-    yield server
-    server.shutdown()
-    server.server_close()
-    scenarios._CLIENTS.clear()
-    scenarios._IDLE.clear()
-    scenarios._SOURCE_TOKENS.clear()
+    with serving(FakeKeystone()) as server:
+        yield server
+    pool.clear()
 
 
 def _context(keystone: FakeKeystone, admin: bool = True, iteration: int = 1) -> dict:
@@ -241,7 +167,7 @@ def test_validate_without_an_admin_uses_the_users_own_token(keystone):
 
 
 def test_validate_takes_tokens_from_the_token_pool(keystone, monkeypatch):
-    from rally_keystone_bench.contexts import token_pool
+    from rally_keystone_bench.plugins.contexts import token_pool
 
     context = _context(keystone)
     taken = []
@@ -333,43 +259,13 @@ def _errors(name: str, args: dict) -> list[str]:
     )
 
 
-@pytest.mark.parametrize(
-    "name, args, argument",
-    [
-        ("KeystoneTokens.authenticate", {"scope": "galaxy"}, "scope"),
-        ("KeystoneTokens.authenticate", {"method": "kerberos"}, "method"),
-        (
-            "KeystoneTokens.authenticate",
-            {"method": "application_credential", "scope": "system"},
-            "scope",
-        ),
-        ("KeystoneTokens.validate", {"method": "POST"}, "method"),
-        ("KeystoneTokens.validate", {"repetitions": 0}, "repetitions"),
-        ("KeystoneTokens.validate", {"repetitions": 1.5}, "repetitions"),
-        ("KeystoneTokens.concurrent_create", {"count": 0}, "count"),
-        ("KeystoneTokens.concurrent_create", {"count": 10, "parallel": 11}, "parallel"),
-        ("KeystoneTokens.concurrent_create", {"count": 5}, "parallel"),  # default 20 > 5
-        ("KeystoneTokens.concurrent_create", {"scope": "nowhere"}, "scope"),
-        ("KeystoneTokens.lifecycle", {"validations": -1}, "validations"),
-    ],
-)
+@pytest.mark.parametrize("name, args, argument", validation_cases.BAD_ARGUMENTS)
 def test_bad_arguments_are_named(name, args, argument):
     errors = _errors(name, args)
     assert errors
     assert any(f"{argument} is" in error for error in errors), errors
 
 
-@pytest.mark.parametrize(
-    "name, args",
-    [
-        ("KeystoneTokens.authenticate", {}),
-        ("KeystoneTokens.authenticate", {"method": "application_credential"}),
-        ("KeystoneTokens.authenticate", {"scope": "unscoped", "method": "token"}),
-        ("KeystoneTokens.validate", {"method": "HEAD", "repetitions": 4}),
-        ("KeystoneTokens.concurrent_create", {}),
-        ("KeystoneTokens.concurrent_create", {"count": 5, "parallel": 5}),
-        ("KeystoneTokens.lifecycle", {"validations": 0, "revoke": False}),
-    ],
-)
+@pytest.mark.parametrize("name, args", validation_cases.GOOD_ARGUMENTS)
 def test_good_arguments_pass(name, args):
     assert _errors(name, args) == []

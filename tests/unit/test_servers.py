@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from rally_keystone_bench.deploy import databases, memcached, servers
+from rally_keystone_bench.deploy import databases, servers
 from rally_keystone_bench.deploy.keystone import Deployment, LocalKeystone
 from rally_keystone_bench.errors import BenchError
 
@@ -21,7 +21,7 @@ def ks(tmp_path):
 
 
 def test_gunicorn_uses_keepalive_threads_and_uwsgis_log_line(ks):
-    argv = servers.gunicorn_command(ks)
+    argv = servers.gunicorn_command(ks.site())
     assert argv[-1] == "keystone_bench_gunicorn:application"
     conf = (ks.run_dir / "gunicorn.conf.py").read_text()
     assert "worker_class = 'gthread'" in conf
@@ -31,7 +31,7 @@ def test_gunicorn_uses_keepalive_threads_and_uwsgis_log_line(ks):
 
 
 def test_gunicorn_module_hides_gunicorns_argv_from_keystone(ks):
-    servers.gunicorn_command(ks)
+    servers.gunicorn_command(ks.site())
     module = (ks.run_dir / "keystone_bench_gunicorn.py").read_text()
     reset = module.index("sys.argv = sys.argv[:1]")
     assert reset < module.index("from keystone")
@@ -66,13 +66,13 @@ def test_every_server_serves_keystone_through_the_hook(ks, monkeypatch, server):
         glogging.Logger = object  # gunicorn lives in Keystone's environment, not here
         monkeypatch.setitem(sys.modules, "gunicorn", types.ModuleType("gunicorn"))
         monkeypatch.setitem(sys.modules, "gunicorn.glogging", glogging)
-        servers.gunicorn_command(ks)
+        servers.gunicorn_command(ks.site())
         path = ks.run_dir / f"{servers.GUNICORN_MODULE}.py"
         namespace = runpy.run_path(str(path))
         app = namespace["_app"]()
     else:
         ks.deployment.server = "apache"
-        servers.apache_command(ks)
+        servers.apache_command(ks.site())
         namespace = runpy.run_path(str(ks.run_dir / "keystone-api.wsgi"))
         app = namespace["application"]
     assert app == "hooked"
@@ -82,7 +82,7 @@ def test_every_server_serves_keystone_through_the_hook(ks, monkeypatch, server):
 def test_apache_command(ks, monkeypatch):
     monkeypatch.setattr(servers.os, "geteuid", lambda: 1000)
     ks.deployment.server = "apache"
-    argv = servers.apache_command(ks)
+    argv = servers.apache_command(ks.site())
     assert argv[1] == "start-server"
     assert argv[argv.index("--processes") + 1] == "3"
     assert argv[argv.index("--threads") + 1] == "4"
@@ -120,8 +120,10 @@ def test_new_names_are_fresh():
     assert databases.new_name().startswith("keystone_bench_")
 
 
-def test_memcached_cache_section():
-    text = "\n".join(memcached.cache_section(11311))
+def test_memcached_cache_section(tmp_path):
+    ks = LocalKeystone(Deployment(cache="memcached"), tmp_path)
+    ks.memcached_port = 11311
+    text = ks._render_config()
     assert "enabled = true" in text and "memcache_servers = 127.0.0.1:11311" in text
 
 

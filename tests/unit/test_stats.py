@@ -144,3 +144,85 @@ def test_verdict_reads_like_pyperf():
 def test_change_percent_is_symmetric():
     assert stats.change_percent(1.25) == pytest.approx(25)
     assert stats.change_percent(0.8) == pytest.approx(25)
+
+
+def test_signed_rank_exact_matches_the_published_table():
+    # n = 10, W- = 8: two-sided p 0.0488 (the 5 % critical value in the tables).
+    r = stats.wilcoxon_signed_rank([1, 2, 3, 4, 5, 6, 7, -8, 9, 10.5])
+    assert r.exact and r.n == 10
+    assert abs(r.p_value - 0.048828125) < 1e-12
+    # Eight differences all of one sign: p = 2 / 2**8.
+    assert stats.wilcoxon_signed_rank([0.1 * i for i in range(1, 9)]).p_value == 2 / 256
+
+
+def test_signed_rank_normal_approximation_for_many_pairs():
+    import numpy as np
+
+    x = np.random.default_rng(1).normal(0.3, 1, 40)
+    r = stats.wilcoxon_signed_rank(x)
+    assert not r.exact
+    assert abs(r.p_value - 0.0183268) < 1e-6  # scipy.stats.wilcoxon(x, correction=True)
+
+
+def test_signed_rank_drops_zeros_and_gives_p_1_without_differences():
+    assert stats.wilcoxon_signed_rank([0.0, 0.0]).p_value == 1.0
+    assert stats.wilcoxon_signed_rank([0.0, 1.0, 2.0]).n == 2
+
+
+def test_median_ci_holds_the_median():
+    med, lo, hi = stats.median_ci(list(range(1, 10)))
+    assert med == 5.0 and lo <= 5.0 <= hi
+
+
+# -- the streaming slope: add / merge / result against the batch fit -------------
+def _points(n: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
+    rng = np.random.default_rng(seed)
+    x = 1_700_000_000.25 + np.sort(rng.uniform(0, 120, n))
+    y = 0.02 + 0.003 * (x - x[0]) + rng.normal(0, 0.004, n)
+    return x, y
+
+
+@pytest.mark.parametrize("x_mode", ["time"])
+def test_merged_halves_give_the_batch_fit_of_all_points_past_the_warmup(x_mode):
+    x, y = _points(5000, 11)
+    warmup = 15.0
+    rng = np.random.default_rng(12)
+    half = rng.random(x.size) < 0.5
+    parts = []
+    for mask in (half, ~half):
+        engine = stats.StreamingSlope(warmup, x_mode)
+        for i in rng.permutation(np.flatnonzero(mask)):  # out of order, as Rally feeds
+            engine.start(x[i])
+            engine.add(x[i], y[i])
+        parts.append(engine)
+    merged = parts[0].merge(parts[1]).result()
+    past = x >= x.min() + warmup
+    batch = stats.ols(x[past] - x.min(), y[past])
+    assert merged.n == int(past.sum())
+    assert merged.fit.slope == pytest.approx(batch.slope, rel=1e-9)
+    assert merged.fit.slope_ci[0] == pytest.approx(batch.slope_ci[0], rel=1e-9)
+    assert merged.fit.slope == pytest.approx(0.003, rel=0.05)
+
+
+def test_merge_moves_the_warmup_to_the_earlier_first_start():
+    x, y = _points(600, 13)
+    early = stats.StreamingSlope(10.0)
+    late = stats.StreamingSlope(10.0)
+    for xi, yi in zip(x, y, strict=True):
+        target = early if xi < x[0] + 5 else late
+        target.start(xi)
+        target.add(xi, yi)
+    alone = late.result().n  # its warm-up runs from its own first start, 5 s later
+    merged = late.merge(early).result()
+    assert merged.n == int((x >= x[0] + 10).sum()) > alone
+    assert merged.fit.slope == pytest.approx(stats.ols(x[x >= x[0] + 10], y[x >= x[0] + 10]).slope)
+
+
+def test_merging_an_empty_engine_changes_nothing():
+    x, y = _points(100, 14)
+    engine = stats.StreamingSlope(0.0)
+    for xi, yi in zip(x, y, strict=True):
+        engine.start(xi)
+        engine.add(xi, yi)
+    before = engine.result().fit.slope
+    assert engine.merge(stats.StreamingSlope(0.0)).result().fit.slope == before

@@ -3,16 +3,14 @@
 from __future__ import annotations
 
 import contextlib
-import http.server
-import json
 import logging
 import socket
-import threading
-from datetime import datetime, timedelta, timezone
+from datetime import datetime, timezone
 
 import pytest
+from fake_keystone import EXPIRES, FakeKeystone, serving
 
-from rally_keystone_bench.tokens import (
+from rally_keystone_bench.clients.tokens import (
     Token,
     TokenClient,
     TokenRequestError,
@@ -26,83 +24,13 @@ PASSWORD = "pw-Secret-4711"
 ISSUED = "gAAAAABissued" + "x" * 120
 ADMIN = "gAAAAABadmin0" + "y" * 120
 SUBJECT = "gAAAAABsubjct" + "z" * 120
-EXPIRES = (datetime.now(timezone.utc) + timedelta(hours=1)).strftime("%Y-%m-%dT%H:%M:%S.000000Z")
-
-
-class _Keystone(http.server.ThreadingHTTPServer):
-    daemon_threads = True
-
-    def __init__(self) -> None:
-        super().__init__(("127.0.0.1", 0), _Handler)
-        self.connections = 0
-        self.requests: list[dict] = []
-        self.reply: dict | None = None  # status, body, headers: the next answers
-
-    def get_request(self):  # one call per accepted TCP connection
-        self.connections += 1
-        return super().get_request()
-
-
-class _Handler(http.server.BaseHTTPRequestHandler):
-    protocol_version = "HTTP/1.1"  # keep-alive
-
-    def log_message(self, *args) -> None:
-        pass
-
-    def _answer(self) -> None:
-        length = int(self.headers.get("Content-Length") or 0)
-        body = json.loads(self.rfile.read(length)) if length else None
-        self.server.requests.append(
-            {"method": self.command, "path": self.path, "headers": dict(self.headers), "body": body}
-        )
-        reply = self.server.reply
-        if reply is not None:
-            status, payload, headers = reply["status"], reply["body"], reply.get("headers", {})
-        elif self.command == "POST":
-            scope = (body or {}).get("auth", {}).get("scope")
-            token = {
-                "expires_at": EXPIRES,
-                "methods": body["auth"]["identity"]["methods"],
-                "user": {"id": "u1"},
-            }
-            if isinstance(scope, dict):
-                token.update({k: {"id": "x"} for k in scope})
-            if "nocatalog" not in self.path:
-                token["catalog"] = [{"type": "identity"}, {"type": "compute"}]
-            status, payload, headers = 201, {"token": token}, {"X-Subject-Token": ISSUED}
-        elif self.command == "GET":
-            token = {"expires_at": EXPIRES, "methods": ["password"], "project": {"id": "p"}}
-            if "nocatalog" not in self.path:
-                token["catalog"] = [{"type": "identity"}]
-            status, payload, headers = 200, {"token": token}, {}
-        elif self.command == "HEAD":
-            status, payload, headers = 200, None, {}
-        else:
-            status, payload, headers = 204, None, {}
-        data = b"" if payload is None else json.dumps(payload).encode()
-        self.send_response(status)
-        for name, value in headers.items():
-            self.send_header(name, value)
-        if self.command != "HEAD" and status != 204:
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(data)))
-        elif self.command == "HEAD":
-            self.send_header("Content-Length", "0")
-        self.end_headers()
-        if self.command != "HEAD" and status != 204:
-            self.wfile.write(data)
-
-    do_GET = do_POST = do_HEAD = do_DELETE = _answer
 
 
 @pytest.fixture
 def keystone():
-    server = _Keystone()
-    thread = threading.Thread(target=server.serve_forever, args=(0.02,), daemon=True)
-    thread.start()
-    yield server
-    server.shutdown()
-    server.server_close()
+    # every token the same (ISSUED), and every token valid: these tests are about the client
+    with serving(FakeKeystone(fixed_token=ISSUED, track_tokens=False)) as server:
+        yield server
 
 
 @pytest.fixture
@@ -383,7 +311,7 @@ def test_a_deep_copied_context_shares_its_pooled_tokens():
     # be copied token by token (it was most of the generator's copy time).
     import copy
 
-    from rally_keystone_bench.contexts.token_pool import SharedTokens
+    from rally_keystone_bench.plugins.contexts.token_pool import SharedTokens
 
     token = Token(ISSUED, EXPIRES)
     pool = SharedTokens(u1=[token, token])

@@ -17,6 +17,7 @@ import types
 import pytest
 
 from rally_keystone_bench.deploy import keystone as K
+from rally_keystone_bench.deploy import servers
 
 
 def _load_hook(tmp_path, monkeypatch, app):
@@ -30,16 +31,20 @@ def _load_hook(tmp_path, monkeypatch, app):
     monkeypatch.setitem(sys.modules, "keystone.wsgi.api", api)
     hooked = []
     monkeypatch.setattr(sys, "excepthook", lambda *exc: hooked.append(exc[0]))
-    path = tmp_path / f"{K.WSGI_HOOK_MODULE}.py"
-    path.write_text(K._WSGI_HOOK)
-    spec = importlib.util.spec_from_file_location(K.WSGI_HOOK_MODULE, path)
+    path = servers.write_hook(tmp_path)
+    spec = importlib.util.spec_from_file_location(servers.HOOK_MODULE, path)
     module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
+    from oslo_db.sqlalchemy import enginefacade
     from sqlalchemy import event
     from sqlalchemy.engine import Engine
 
+    factory = enginefacade._TransactionFactory
+    originals = factory._create_session, factory._create_connection
+    spec.loader.exec_module(module)
+
     def undo() -> None:
-        event.remove(Engine, "before_cursor_execute", module._begin_immediate)
+        event.remove(Engine, "before_cursor_execute", module._begin)
+        factory._create_session, factory._create_connection = originals
 
     return module, api, hooked, undo
 
@@ -60,6 +65,10 @@ def _call(app):
     seen = {}
 
     def start_response(status, headers, exc_info=None):
+        if exc_info is not None:
+            # What uWSGI 2.0's start_response does with exc_info before any
+            # header was sent: it restores the exception and returns.
+            raise SystemError("uwsgi_spit returned a result with an exception set")
         seen["status"], seen["headers"] = status, dict(headers)
 
     body = b"".join(app({"REQUEST_METHOD": "DELETE", "PATH_INFO": "/v3/users/x"}, start_response))
@@ -68,10 +77,11 @@ def _call(app):
 
 def test_ini_imports_the_hook_before_serving_keystone_through_the_router(tmp_path):
     ks = K.LocalKeystone(K.Deployment(port=45679), tmp_path)
-    ini = ks._uwsgi_ini().splitlines()
+    ks.venv = tmp_path
+    ini = servers.uwsgi_config(ks.site()).splitlines()
     assert "http = 127.0.0.1:45679" in ini
     assert f"pythonpath = {ks.run_dir}" in ini
-    assert ini.index(f"import = {K.WSGI_HOOK_MODULE}") < ini.index(
+    assert ini.index(f"import = {servers.HOOK_MODULE}") < ini.index(
         "module = keystone.wsgi.api:application"
     )
 
@@ -120,3 +130,89 @@ def test_sqlite_transactions_take_the_write_lock_at_begin(hook, tmp_path):
         other.close()
         conn.execute(text("ROLLBACK"))
     engine.dispose()
+
+
+class _Context:
+    """What Keystone passes to oslo.db's enginefacade: any object."""
+
+
+@pytest.fixture
+def facade(tmp_path):
+    """An oslo.db enginefacade on a WAL-mode SQLite file, as Keystone's."""
+    from oslo_db.sqlalchemy import enginefacade
+
+    db = tmp_path / "k.db"
+    K._sqlite_wal(db)
+    facade = enginefacade.transaction_context()
+    facade.configure(connection=f"sqlite:///{db}?timeout=30")
+    yield facade, db
+    facade.dispose_pool()
+
+
+def _another_writer_can_start(db) -> bool:
+    other = sqlite3.connect(db, timeout=0, isolation_level=None)
+    try:
+        other.execute("BEGIN IMMEDIATE")
+        other.execute("ROLLBACK")
+        return True
+    except sqlite3.OperationalError:
+        return False
+    finally:
+        other.close()
+
+
+def test_oslo_db_readers_stay_deferred_and_writers_take_the_lock(hook, facade):
+    # A reader must not queue behind a writer: in WAL mode it never has to.
+    from sqlalchemy import text
+
+    facade, db = facade
+    with facade.reader.using(_Context()) as session:
+        session.execute(text("SELECT 1"))
+        assert _another_writer_can_start(db)
+    with facade.writer.using(_Context()) as session:
+        session.execute(text("SELECT 1"))
+        assert not _another_writer_can_start(db)
+    with facade.writer.connection.using(_Context()) as conn:
+        conn.execute(text("SELECT 1"))
+        assert not _another_writer_can_start(db)
+    with facade.reader.connection.using(_Context()) as conn:
+        conn.execute(text("SELECT 1"))
+        assert _another_writer_can_start(db)
+
+
+def test_a_writer_opened_inside_a_reader_takes_the_lock(hook, facade):
+    # The reverted split looked at the outermost scope on the thread, so an
+    # independent writer inside a reader kept the deferred BEGIN.
+    from sqlalchemy import text
+
+    facade, db = facade
+    with facade.reader.using(_Context()) as outer:
+        outer.execute(text("SELECT 1"))
+        with facade.writer.independent.using(_Context()) as inner:
+            inner.execute(text("SELECT 1"))
+            assert not _another_writer_can_start(db)
+        assert _another_writer_can_start(db)
+
+
+def test_a_request_waits_for_the_lock_one_busy_timeout_in_all(hook, facade, monkeypatch):
+    # Each BEGIN gets what is left of the request's budget, so a request
+    # with several writer transactions does not wait a multiple of it.
+    from sqlalchemy import text
+
+    module, api, hooked, apps = hook
+    facade, db = facade
+    clock = {"now": 1000.0}
+    monkeypatch.setattr(module.time, "monotonic", lambda: clock["now"])
+    seen = []
+
+    def keystone_app(environ, start_response):
+        for now in (1000.0, 1000.0 + module.BUSY_TIMEOUT - 0.5, 1000.0 + module.BUSY_TIMEOUT + 5):
+            clock["now"] = now
+            with facade.writer.using(_Context()) as session:
+                seen.append(session.execute(text("PRAGMA busy_timeout")).scalar())
+        start_response("204 No Content", [])
+        return [b""]
+
+    apps["current"] = keystone_app
+    assert _call(api.application)[0] == "204 No Content"
+    assert seen == [module.BUSY_TIMEOUT * 1000, 500, 0]

@@ -1,0 +1,144 @@
+"""The task driver at a signal: abort, read Rally's output to its end, then Interrupted.
+
+A stand-in for the rally command prints a task uuid and ITER lines until
+``rally task abort`` names its task, then prints its cleanup and exits, as
+Rally does. No Keystone, no Rally: the driver's side only.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import sys
+import threading
+from pathlib import Path
+
+import pytest
+
+from rally_keystone_bench.driver import rally as rally_driver
+from rally_keystone_bench.driver import task as rally_task
+from rally_keystone_bench.driver.rally import RallyHome
+from rally_keystone_bench.errors import Interrupted
+
+UUID = "0badc0de-0000-4000-8000-000000000001"
+FAKE_RALLY = f"""#!{sys.executable}
+import os, sys, time
+home = os.environ["HOME"]
+args = sys.argv[1:]
+if "abort" in args:
+    open(os.path.join(home, "aborted"), "w").close()
+    sys.exit(0)
+print("Task {UUID}: started", flush=True)
+n = 0
+while not os.path.exists(os.path.join(home, "aborted")):
+    n += 1
+    print(f"ITER: {{n}} END: OK", flush=True)
+    time.sleep(0.02)
+time.sleep(0.3)  # the contexts' cleanup
+print("cleanup done: 0 projects left", flush=True)
+sys.exit(1)
+"""
+
+
+@pytest.fixture
+def home(tmp_path, monkeypatch):
+    fake = tmp_path / "rally"
+    fake.write_text(FAKE_RALLY)
+    fake.chmod(0o755)
+    monkeypatch.setattr(rally_driver, "rally_executable", lambda: str(fake))
+    monkeypatch.setattr(rally_task, "rally_executable", lambda: str(fake))
+    h = object.__new__(RallyHome)
+    h.path = tmp_path / "home"
+    h.path.mkdir()
+    h.config_path = h.path / "rally.conf"
+    return h
+
+
+def signal_after(lines: int, log: Path, sig: int, times: int = 1) -> threading.Thread:
+    def send() -> None:
+        while log.exists() is False or log.read_text().count("END: OK") < lines:
+            threading.Event().wait(0.02)
+        for _ in range(times):
+            os.kill(os.getpid(), sig)
+            threading.Event().wait(0.05)
+
+    t = threading.Thread(target=send, daemon=True)
+    t.start()
+    return t
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
+def test_a_signal_aborts_the_task_and_rally_is_read_to_its_end(home, tmp_path, sig):
+    log = tmp_path / "t.rally.log"
+    signal_after(5, log, sig)
+    with rally_task.sigterm_as_interrupt(), pytest.raises(Interrupted) as caught:
+        rally_task.start_task(home, "env", tmp_path / "t.json", {}, log)
+    assert caught.value.signum == sig and caught.value.exit_code == 128 + sig
+    assert caught.value.run.uuid == UUID
+    assert (home.path / "aborted").exists()  # rally task abort, not a kill
+    assert log.read_text().rstrip().endswith("cleanup done: 0 projects left")
+
+
+def test_run_task_writes_the_reports_of_what_ran(home, tmp_path, monkeypatch):
+    written = []
+    monkeypatch.setattr(
+        rally_task, "write_reports", lambda h, outcome, out: written.append(outcome)
+    )
+    signal_after(5, tmp_path / "out" / "t.rally.log", signal.SIGTERM)
+    with rally_task.sigterm_as_interrupt(), pytest.raises(Interrupted) as caught:
+        rally_task.run_task(home, "env", Path("t.json"), {}, tmp_path / "out")
+    (outcome,) = written
+    assert outcome.uuid == UUID and outcome.interrupted == "interrupted by SIGTERM"
+    assert caught.value.outcome is outcome
+
+
+def test_a_second_signal_skips_the_wait(home, tmp_path, monkeypatch):
+    monkeypatch.setattr(rally_task.TaskRun, "stop", lambda self, why: None)  # Rally never stops
+    log = tmp_path / "t.rally.log"
+    signal_after(5, log, signal.SIGINT, times=2)
+    with rally_task.sigterm_as_interrupt(), pytest.raises(Interrupted) as caught:
+        rally_task.start_task(home, "env", tmp_path / "t.json", {}, log)
+    assert caught.value.signum == signal.SIGINT
+    assert "interrupted again" in log.read_text()
+    assert "cleanup done" not in log.read_text()
+
+
+def test_handlers_are_restored(home):
+    before = signal.getsignal(signal.SIGINT), signal.getsignal(signal.SIGTERM)
+    with rally_task.sigterm_as_interrupt():
+        assert signal.getsignal(signal.SIGTERM) is not before[1]
+    assert (signal.getsignal(signal.SIGINT), signal.getsignal(signal.SIGTERM)) == before
+
+
+def test_matrix_keeps_the_interrupted_deployment_in_its_table(tmp_path, monkeypatch, capsys):
+    import contextlib
+    import json as _json
+    import types
+
+    from rally_keystone_bench import cli
+    from rally_keystone_bench import results as _results
+    from rally_keystone_bench.driver import targets
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "fixtures"))
+    import synthetic
+
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "d.yaml").write_text("a: {workers: 1}\n")
+    (tmp_path / "t.yaml").write_text("version: 2\n")
+    wls = _results.from_report(synthetic.report([synthetic.workload(synthetic.iterations(20))]))
+
+    @contextlib.contextmanager
+    def env(*a, **k):
+        yield types.SimpleNamespace(home=None, name="env")
+
+    def interrupted(*a, **k):
+        outcome = rally_task.TaskOutcome(Path("t.yaml"), UUID, 1, workloads=wls, interrupted_by=15)
+        raise Interrupted(15, outcome)
+
+    monkeypatch.setattr(targets, "build_envs", lambda *a, **k: None)
+    monkeypatch.setattr(targets, "prepared_env", env)
+    monkeypatch.setattr(rally_task, "run_task", interrupted)
+    argv = ["matrix", "--deployments", "d.yaml", "--task", "t.yaml", "--reports-dir", "r"]
+    assert cli.main(argv) == 143
+    (js,) = tmp_path.glob("r/*/matrix.json")
+    assert "a (interrupted by SIGTERM)" in _json.dumps(_json.loads(js.read_text()))
