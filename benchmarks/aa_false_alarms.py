@@ -20,7 +20,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests" / "fixtures"))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 import synthetic  # noqa: E402
-from report_scale import machine  # noqa: E402
+from _machine import describe  # noqa: E402
 
 from rally_keystone_bench import compare, results  # noqa: E402
 
@@ -36,7 +36,7 @@ def main() -> int:
     args = ap.parse_args()
     rep = json.loads(Path(args.result).read_text())
     wls = results.from_report(rep, args.result)
-    print(f"machine: {machine()}")
+    print(f"machine: {describe()}")
     print(f"run: {args.result}: {len(wls)} workloads, "
           f"{sum(w.iterations for w in wls)} iterations; "
           f"threshold {args.threshold:g}%, alpha {args.alpha:g}")  # fmt: skip

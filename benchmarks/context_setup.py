@@ -31,10 +31,10 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _machine import describe  # noqa: E402
 
-from rally_keystone_bench.contexts import reuse  # noqa: E402
-from rally_keystone_bench.contexts._admin import AdminClient  # noqa: E402
+from rally_keystone_bench.clients.admin import AdminClient  # noqa: E402
 from rally_keystone_bench.deploy.keystone import Deployment, LocalKeystone  # noqa: E402
-from rally_keystone_bench.rallyenv import UUID_RE, RallyHome, keystone_spec  # noqa: E402
+from rally_keystone_bench.driver.rally import UUID_RE, RallyHome, keystone_spec  # noqa: E402
+from rally_keystone_bench.verbs import cleanup  # noqa: E402
 
 
 def setup_seconds(rh: RallyHome, work: Path, contexts: dict, label: str) -> float:
@@ -129,9 +129,7 @@ def main() -> int:
         reuse_cfg["keystone_users"]["reuse"] = tag
         first = setup_seconds(rh, work, reuse_cfg, "reuse-first")
         second = setup_seconds(rh, work, reuse_cfg, "reuse-second")
-        deleted = reuse.cleanup_main(
-            argparse.Namespace(reuse=tag, spec=None, run_dir=str(ks.run_dir))
-        )
+        deleted = cleanup.main(argparse.Namespace(reuse=tag, spec=None, run_dir=str(ks.run_dir)))
         left = inventory(admin) - before
 
     best_ours, best_stock = min(ours), min(stock)

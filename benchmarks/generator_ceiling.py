@@ -13,11 +13,20 @@ mock token service (no service time), it runs:
   GET /v3/auth/tokens in a loop, for the same time;
 * Rally again, with Dummy.dummy (no request at all) under each runner:
   the runner's own ceiling on this machine, what no scenario can exceed;
+* the Locust engine (engines/locust) with 1 and 2 worker processes, PROCESSES x
+  THREADS connections in all, at a target rate far above the plain loop's,
+  so every request is due at once and each connection sends back to back
+  until the schedule ends;
 * wrk, when installed, with THREADS * PROCESSES connections (for reference:
   what the mock serves to a C client).
 
-It prints each rate in validations per second and Rally's share of the
-plain loop's (target: at least 0.7).
+It prints each rate in validations per second, its share of the plain
+loop's, and the generator's CPU-seconds per 1,000 requests: the user+system
+CPU time of the generator's own processes (the loop's processes; rally and
+its runner processes; the Locust master and workers), read with getrusage
+when they have ended. Rally's and Locust's figures include their start-up
+(Rally's task validation and plugin loading; Locust's users and token pool),
+so they are upper bounds of the per-request cost.
 
     python benchmarks/generator_ceiling.py [--seconds 15] [--processes 2] [--threads 4]
         [--mock-workers 2]
@@ -44,7 +53,7 @@ import _machine  # noqa: E402
 from rally_keystone_bench import results  # noqa: E402
 from rally_keystone_bench.capacity import probe_task_path  # noqa: E402
 from rally_keystone_bench.deploy.mock import MockKeystone  # noqa: E402
-from rally_keystone_bench.rallyenv import RallyHome, keystone_spec  # noqa: E402
+from rally_keystone_bench.driver.rally import RallyHome, keystone_spec  # noqa: E402
 
 
 def admin_token(ks: MockKeystone) -> str:
@@ -67,6 +76,44 @@ def admin_token(ks: MockKeystone) -> str:
     resp = requests.post(ks.auth_url + "/auth/tokens?nocatalog", json={"auth": auth}, timeout=30)
     resp.raise_for_status()
     return resp.headers["X-Subject-Token"]
+
+
+def _children_cpu() -> float:
+    import resource
+
+    r = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return r.ru_utime + r.ru_stime
+
+
+def per_thousand(cpu: float, requests: int) -> float:
+    return 1000.0 * cpu / requests if requests else float("nan")
+
+
+def locust_rate(
+    ks: MockKeystone, work: Path, seconds: float, workers: int, users: int, loop_rate: float
+) -> dict:
+    """Validations per second and generator CPU of the Locust engine with WORKERS workers."""
+    from rally_keystone_bench.engines.locust import engine
+
+    # far above the ceiling: every request is due at once and each connection
+    # sends back to back until the schedule's end (what is unsent then is not sent)
+    rate = max(2000.0, 4 * loop_rate)
+    settings = engine.LoadSettings(
+        scenario="validate", rate=rate, duration=seconds, workers=workers, users=users
+    )
+    cpu0 = _children_cpu()
+    result = engine.run_load(settings, ks.admin_credentials, work / f"locust-{workers}")
+    cpu = _children_cpu() - cpu0
+    wl = results.load(result.report)[0]
+    ends = wl.iteration_started + wl.iteration_duration
+    span = float(ends.max() - wl.iteration_started.min())
+    return {
+        "rate": wl.successful_iterations / span,
+        "iterations": wl.iterations,
+        "failed": wl.failed_iterations,
+        "span": span,
+        "cpu": cpu,
+    }
 
 
 def rally_rate(
@@ -111,10 +158,12 @@ def _measured(
     capacity probes run it.
     """
     config = home.quiet_config() if runner == "pooled_rps" else None
+    cpu0 = _children_cpu()
     proc = home.rally(
         "task", "start", str(task_file), "--env", "mock", *extra,
         check=False, timeout=seconds * 20 + 300, config=config,
     )  # fmt: skip
+    cpu = _children_cpu() - cpu0
     uuid = re.search(r"Task ([0-9a-f-]{36})", proc.stdout)
     if not uuid:
         sys.exit("rally task start failed:\n" + proc.stdout[-3000:] + proc.stderr[-2000:])
@@ -127,6 +176,7 @@ def _measured(
         "iterations": wl.iterations,
         "failed": wl.failed_iterations,
         "span": span,
+        "cpu": cpu,
     }
 
 
@@ -159,6 +209,7 @@ def rally_noop_rate(
 
 
 def _loop_process(url: str, token: str, threads: int, seconds: float, queue) -> None:
+    import resource
     import threading
 
     import requests
@@ -183,7 +234,8 @@ def _loop_process(url: str, token: str, threads: int, seconds: float, queue) -> 
         t.start()
     for t in pool:
         t.join()
-    queue.put((sum(counts), sum(errors), time.monotonic() - start_at))
+    me = resource.getrusage(resource.RUSAGE_SELF)
+    queue.put((sum(counts), sum(errors), time.monotonic() - start_at, me.ru_utime + me.ru_stime))
 
 
 def loop_rate(ks: MockKeystone, seconds: float, processes: int, threads: int) -> dict:
@@ -202,7 +254,12 @@ def loop_rate(ks: MockKeystone, seconds: float, processes: int, threads: int) ->
     for p in procs:
         p.join()
     ok = sum(g[0] for g in got)
-    return {"rate": ok / max(g[2] for g in got), "errors": sum(g[1] for g in got)}
+    return {
+        "rate": ok / max(g[2] for g in got),
+        "errors": sum(g[1] for g in got),
+        "requests": ok + sum(g[1] for g in got),
+        "cpu": sum(g[3] for g in got),
+    }
 
 
 def wrk_rate(ks: MockKeystone, seconds: float, connections: int, threads: int) -> float | None:
@@ -248,7 +305,12 @@ def main() -> int:
         work = Path(tmp)
         with MockKeystone(workers=a.mock_workers, run_dir=work / "mock") as ks:
             plain = loop_rate(ks, a.seconds, a.processes, a.threads)
-            print(f"plain Python keep-alive loop: {plain['rate']:.0f} validations/s", end="")
+            plain_cpu = per_thousand(plain["cpu"], plain["requests"])
+            print(
+                f"plain Python keep-alive loop: {plain['rate']:.0f} validations/s, "
+                f"{plain_cpu:.2f} CPU-s per 1,000 requests",
+                end="",
+            )
             print(f" ({plain['errors']} errors)" if plain["errors"] else "")
             for runner in RUNNERS:
                 t0 = time.monotonic()
@@ -263,13 +325,30 @@ def main() -> int:
                 )
                 ratio = rally["rate"] / plain["rate"] if plain["rate"] else float("nan")
                 verdict = "meets" if ratio >= 0.7 else "below"
-                print(f"  ratio to the plain loop: {ratio:.2f} ({verdict} the 0.7 target)")
+                cpu = per_thousand(rally["cpu"], rally["iterations"])
+                print(
+                    f"  ratio to the plain loop: {ratio:.2f} ({verdict} the 0.7 target); "
+                    f"{cpu:.2f} CPU-s per 1,000 requests, {cpu / plain_cpu:.2f}x the loop's"
+                )
                 noop = rally_noop_rate(
                     work, a.seconds, a.processes, a.threads, rally["iterations"], runner
                 )
                 print(
                     f"  Rally {runner} runner, Dummy.dummy (no request): {noop['rate']:.0f} "
                     f"iterations/s: the runner's own ceiling on this machine"
+                )
+            for workers in (1, 2):
+                got = locust_rate(
+                    ks, work, a.seconds, workers, a.processes * a.threads, plain["rate"]
+                )
+                cpu = per_thousand(got["cpu"], got["iterations"])
+                ratio = got["rate"] / plain["rate"] if plain["rate"] else float("nan")
+                print(
+                    f"Locust engine, {workers} worker(s), {a.processes * a.threads} connections: "
+                    f"{got['rate']:.0f} validations/s ({got['iterations']} requests, "
+                    f"{got['failed']} failed, {got['span']:.1f} s), {ratio:.2f} of the loop's "
+                    f"rate; {cpu:.2f} CPU-s per 1,000 requests (master and workers), "
+                    f"{cpu / plain_cpu:.2f}x the loop's (target: at most 1.3x)"
                 )
             w = wrk_rate(ks, a.seconds, a.processes * a.threads, a.processes)
             if w is None:

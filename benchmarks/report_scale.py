@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import platform
 import shutil
 import subprocess
 import sys
@@ -25,19 +24,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests" / "fixtures"))
 import synthetic  # noqa: E402
 
-
-def machine() -> str:
-    model = "unknown CPU"
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                model = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
-    return (
-        f"{platform.machine()}, {os.cpu_count()} cores, {model}, Python {platform.python_version()}"
-    )
+sys.path.insert(0, str(ROOT / "benchmarks"))
+from _machine import describe  # noqa: E402
 
 
 def measure(cmd: list[str]) -> tuple[int, float, float]:
@@ -80,7 +68,7 @@ def main() -> int:
     tool = shutil.which("keystone-bench") or str(Path(sys.executable).parent / "keystone-bench")
     work = Path(args.keep or tempfile.mkdtemp(prefix="kb-scale-"))
     work.mkdir(parents=True, exist_ok=True)
-    print(f"machine: {machine()}")
+    print(f"machine: {describe()}")
     base, cand = work / "base.json", work / "cand.json"
     for path, seed, scale in ((base, 1, 1.0), (cand, 2, 1.05)):
         # Built in a child process: a forked child starts with its parent's peak

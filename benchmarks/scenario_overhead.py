@@ -17,8 +17,6 @@ from __future__ import annotations
 import argparse
 import bisect
 import json
-import os
-import platform
 import re
 import shutil
 import statistics
@@ -27,26 +25,17 @@ import tempfile
 from collections import Counter
 from pathlib import Path
 
-from rally_keystone_bench.deploy.keystone import Deployment, LocalKeystone
-from rally_keystone_bench.rallyenv import RallyHome, keystone_spec
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _machine import describe  # noqa: E402
+
+from rally_keystone_bench.deploy.keystone import Deployment, LocalKeystone  # noqa: E402
+from rally_keystone_bench.driver.rally import RallyHome, keystone_spec  # noqa: E402
 
 SCENARIOS = (
     ("KeystoneTokens.authenticate", "keystone.issue_token"),
     ("Authenticate.keystone", "authenticate.keystone"),
 )
 TASK_UUID = re.compile(r"Task ([0-9a-f-]{36})")
-
-
-def machine() -> str:
-    model = "unknown CPU"
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                model = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
-    return f"{platform.machine()}, {os.cpu_count()} cores, {model}"
 
 
 def task(times: int, concurrency: int) -> dict:
@@ -160,7 +149,7 @@ def main(argv: list[str] | None = None) -> int:
         for s in t["subtasks"]
         for w in s["workloads"]
     }
-    print(f"machine: {machine()}")
+    print(f"machine: {describe()}")
     print(f"keystone: {description}; bcrypt rounds: {args.rounds or 'upstream default'}")
     print(f"runner: constant, times {args.times}, concurrency {args.concurrency}")
     print()

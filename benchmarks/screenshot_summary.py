@@ -17,6 +17,9 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests" / "fixtures"))
 import chromium  # noqa: E402
 
+sys.path.insert(0, str(ROOT / "benchmarks"))
+from _machine import describe  # noqa: E402
+
 from rally_keystone_bench import results  # noqa: E402
 from rally_keystone_bench.report import render  # noqa: E402
 
@@ -34,6 +37,7 @@ def main() -> int:
         page = render.write_summary(results.load_any(args.source), png.parent, args.source)
     chromium.screenshot(page, png, args.width, args.height)
     console = chromium.render(page).console
+    print(f"machine: {describe()}")
     print(f"page: {page}")
     print(f"screenshot: {png} ({png.stat().st_size / 1024:.0f} KiB, {args.width}x{args.height})")
     print(f"console messages: {len(console)}")

@@ -14,15 +14,17 @@ from __future__ import annotations
 
 import argparse
 import gc
-import os
-import platform
 import random
-import subprocess
+import sys
 import time
 import tracemalloc
 from collections.abc import Iterator
+from pathlib import Path
 
-from rally_keystone_bench.sla.latency_slope import LatencySlope
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _machine import describe  # noqa: E402
+
+from rally_keystone_bench.plugins.sla.latency_slope import LatencySlope  # noqa: E402
 
 T0 = 1_700_000_000.0
 BATCH = 50
@@ -79,17 +81,6 @@ def feed(args: argparse.Namespace) -> LatencySlope:
     return sla
 
 
-def cpu_model() -> str:
-    try:
-        with open("/proc/cpuinfo") as f:
-            for line in f:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or "unknown"
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--iterations", type=int, default=1_000_000)
@@ -97,9 +88,7 @@ def main() -> None:
     parser.add_argument("--warmup", type=float, default=60.0)
     args = parser.parse_args()
 
-    uname_m = subprocess.run(["uname", "-m"], capture_output=True, text=True).stdout.strip()
-    print(f"machine: {uname_m}, {os.cpu_count()} cores, {cpu_model()}")
-    print(f"python {platform.python_version()}")
+    print(f"machine: {describe()}")
     print(
         f"stream: {args.iterations} iterations, {args.rps:g} rps"
         f" ({args.iterations / args.rps:g} s),"
@@ -127,7 +116,7 @@ def main() -> None:
     sla2 = feed(args)
     current, peak = tracemalloc.get_traced_memory()
     tracemalloc.stop()
-    zone = sum(a.nbytes for a in sla2._zone_x) + sum(a.nbytes for a in sla2._zone_y)
+    zone = sum(a.nbytes for a in sla2.engine._zone_x) + sum(a.nbytes for a in sla2.engine._zone_y)
 
     print(f"result: {detail}")
     print(
@@ -137,7 +126,8 @@ def main() -> None:
     print(
         f"memory: peak growth {(peak - base) / 2**20:.1f} MB,"
         f" retained {(current - base) / 2**20:.1f} MB"
-        f" ({len(sla2._seconds)} seconds, {zone / 2**20:.1f} MB raw warm-up points); target 20 MB"
+        f" ({len(sla2.engine._seconds)} seconds, {zone / 2**20:.1f} MB raw warm-up points);"
+        " target 20 MB"
     )
 
 

@@ -12,23 +12,39 @@ from __future__ import annotations
 
 import json
 import os
-import platform
 import shutil
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
 import urllib.request
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 
-from rally_keystone_bench.deploy import keystone as K
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _machine import describe  # noqa: E402
+
+from rally_keystone_bench.deploy import keystone as K  # noqa: E402
+from rally_keystone_bench.deploy import servers  # noqa: E402
+
+
+def _uwsgi_config_without_hook(site: servers.Site) -> str:
+    lines = _uwsgi_config(site).splitlines()
+    return "\n".join(x for x in lines if not x.startswith(("pythonpath =", "import =")))
+
+
+_uwsgi_config = servers.uwsgi_config
 
 
 class WithoutHook(K.LocalKeystone):
-    def _uwsgi_ini(self) -> str:
-        lines = super()._uwsgi_ini().splitlines()
-        return "\n".join(x for x in lines if not x.startswith(("pythonpath =", "import =")))
+    """The config before the hook: uWSGI serves keystone.wsgi.api directly."""
+
+    def _start_server(self) -> None:
+        servers.uwsgi_config = _uwsgi_config_without_hook
+        try:
+            super()._start_server()
+        finally:
+            servers.uwsgi_config = _uwsgi_config
 
 
 def _token(ks: K.LocalKeystone, password: str) -> float:
@@ -55,39 +71,28 @@ def _token(ks: K.LocalKeystone, password: str) -> float:
     return time.perf_counter() - started
 
 
-def _cpu_model() -> str:
-    try:
-        for line in open("/proc/cpuinfo"):
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or "unknown"
-
-
 def main() -> int:
     rounds = int(sys.argv[1]) if len(sys.argv) > 1 else 4
     per_round = int(sys.argv[2]) if len(sys.argv) > 2 else 12
     base = tempfile.mkdtemp(prefix="uwsgi-hook-ab-")
-    servers = {
+    keystones = {
         "hook": K.LocalKeystone(K.Deployment(), f"{base}/hook"),
         "no-hook": WithoutHook(K.Deployment(), f"{base}/no-hook"),
     }
-    times: dict[str, list[float]] = {name: [] for name in servers}
+    times: dict[str, list[float]] = {name: [] for name in keystones}
     try:
-        for ks in servers.values():
+        for ks in keystones.values():
             ks.start()
         with ThreadPoolExecutor(4) as pool:
             for _ in range(rounds):
-                for name, ks in servers.items():
+                for name, ks in keystones.items():
                     pw = ks.admin_password
                     times[name] += pool.map(lambda _i, k=ks, p=pw: _token(k, p), range(per_round))
     finally:
-        for ks in servers.values():
+        for ks in keystones.values():
             ks.stop()
         shutil.rmtree(base, ignore_errors=True)
-    uname = subprocess.run(["uname", "-m"], capture_output=True, text=True).stdout.strip()
-    print(f"machine: {uname}, {os.cpu_count()} cores, {_cpu_model()}")
+    print(f"machine: {describe()}")
     print(f"load average now: {os.getloadavg()[0]:.1f}")
     for name, values in times.items():
         print(

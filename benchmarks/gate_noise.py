@@ -1,0 +1,202 @@
+"""Does a busy machine fool the gate? Gates run under an injected CPU hog.
+
+    python benchmarks/gate_noise.py                 # the full table (< 45 min here)
+    python benchmarks/gate_noise.py --aa-runs 2 --ab-runs 1 --no-quiet
+
+Runs ``keystone-bench gate`` again and again on a small task (one
+password-token and one validate workload, paired, ``tasks/gate.yaml`` sized
+by ``--issue-seconds``/``--validate-seconds``) while a noise injector keeps
+one core busy for random stretches at random times, and prints (each gate's
+whole output is kept in ``WORK/<case>.out``):
+
+- A/A: keystone 30.0.0 on both sides, ``--aa-runs`` gates (target: at most
+  1 exit 1 in 10, at most 3 inconclusive);
+- A/B "waits": the candidate is keystone 30.0.0 built from its sdist with
+  one change, ``time.sleep(0.15)`` at the start of
+  ``keystone.token.provider.Manager.issue_token`` (target: every gate exits 1
+  naming keystone.issue_token, kind "waits");
+- A/B "burns CPU": the candidate has ``password_hash_rounds`` 13 against
+  the baseline's 12 (target: every gate exits 1, kind "burns CPU");
+- one gate of each without the noise injector, for reference.
+
+The noise injector: one process, a pure-Python busy loop, idle for U(1, 6) s
+then busy for U(2, 10) s, again and again, from ``random.Random(SEED)``
+(default seed 17); its stretches are logged beside each gate's result.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import os
+import random
+import shutil
+import signal
+import subprocess
+import sys
+import tarfile
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import _machine  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[1]
+RELEASE = "keystone==30.0.0"
+SLEEP_PATCH = (
+    "        import time as _gate_noise_time  # gate_noise.py: a change that waits\n"
+    "        _gate_noise_time.sleep(0.15)\n"
+)
+NOISE_CODE = """
+import random, sys, time
+rng = random.Random(int(sys.argv[1]))
+log = open(sys.argv[2], "a", buffering=1)
+while True:
+    time.sleep(rng.uniform(1.0, 6.0))
+    busy = rng.uniform(2.0, 10.0)
+    start = time.time()
+    log.write(f"{start:.1f} busy {busy:.1f}\\n")
+    while time.time() - start < busy:
+        pass
+"""
+
+
+@contextlib.contextmanager
+def noise(seed: int, log: Path, enabled: bool = True) -> Iterator[None]:
+    """One core busy for random stretches while the block runs (its own process)."""
+    if not enabled:
+        yield
+        return
+    proc = subprocess.Popen([sys.executable, "-c", NOISE_CODE, str(seed), str(log)])
+    try:
+        yield
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
+def patched_tree(work: Path) -> Path:
+    """keystone 30.0.0's sdist, unpacked, with 150 ms of sleep in token issue."""
+    tree = work / "keystone-30.0.0-sleep150"
+    if (tree / ".gate-noise-patched").exists():
+        return tree
+    sdists = work / "sdist"
+    sdists.mkdir(parents=True, exist_ok=True)
+    subprocess.run(
+        [sys.executable, "-m", "pip", "download", "-q", "--no-deps", "--no-binary", ":all:",
+         RELEASE, "-d", str(sdists)],
+        check=True,
+    )  # fmt: skip
+    (archive,) = sdists.glob("keystone-30.0.0.tar.gz")
+    if tree.exists():
+        shutil.rmtree(tree)
+    with tarfile.open(archive) as tar:
+        tar.extractall(work, filter="data")
+    (work / "keystone-30.0.0").rename(tree)
+    provider = tree / "keystone" / "token" / "provider.py"
+    text = provider.read_text()
+    head = "    def issue_token(\n"
+    at = text.index(head)
+    body = text.index("):\n", at) + len("):\n")
+    if text[body:].lstrip().startswith('"""'):  # after the docstring, if any
+        doc_end = text.index('"""', text.index('"""', body) + 3) + 4
+        body = doc_end
+    provider.write_text(text[:body] + SLEEP_PATCH + text[body:])
+    (tree / ".gate-noise-patched").write_text("")
+    return tree
+
+
+def run_gate(label: str, baseline: str, candidate: str, options: list[str], args, work: Path):
+    """One gate; returns its exit code, time, headline, kind and clean blocks."""
+    reports = work / "reports" / label
+    cmd = [
+        shutil.which("keystone-bench") or "keystone-bench", "gate",
+        "--baseline", baseline, "--candidate", candidate, *options,
+        "--task", str(ROOT / "tasks" / "gate.yaml"),
+        "--task-args", json.dumps({"issue_seconds": args.issue_seconds,
+                                   "validate_seconds": args.validate_seconds}),
+        "--max-time", str(args.max_time), "--reports-dir", str(reports),
+    ]  # fmt: skip
+    started = time.monotonic()
+    proc = subprocess.run(cmd, cwd=work, capture_output=True, text=True)
+    took = time.monotonic() - started
+    (work / f"{label}.out").write_text(proc.stdout + "\n--- stderr ---\n" + proc.stderr)
+    headline = (proc.stdout.splitlines() or [proc.stderr.strip()[-200:]])[0]
+    kinds, clean, total = [], 0, 0
+    found = sorted(reports.glob("*/gate.json"))
+    if found:
+        data = json.loads(found[-1].read_text())
+        for a in data["actions"]:
+            clean += a["clean_blocks"]
+            total += a["clean_blocks"] + a["blocks_set_aside"]
+            if a["regression"]:
+                kinds.append(f"{a['action']}: {a['kind']}")
+    return proc.returncode, took, headline, kinds, f"{clean}/{total}"
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--aa-runs", type=int, default=10)
+    parser.add_argument("--ab-runs", type=int, default=5)
+    parser.add_argument("--no-quiet", action="store_true", help="skip the runs without noise")
+    parser.add_argument("--seed", type=int, default=17)
+    parser.add_argument("--baseline", default=RELEASE)
+    parser.add_argument("--issue-seconds", type=int, default=24)
+    parser.add_argument("--validate-seconds", type=int, default=18)
+    parser.add_argument("--max-time", type=float, default=90.0, help="each gate's --max-time")
+    parser.add_argument("--work", default=".keystone-bench/gate-noise")
+    args = parser.parse_args()
+    work = Path(args.work).resolve()
+    work.mkdir(parents=True, exist_ok=True)
+    print(f"machine: {_machine.describe()}")
+    print(f"date: {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}")
+    print(f"noise: one core busy U(2, 10) s after U(1, 6) s idle, random.Random({args.seed})")
+    began = time.monotonic()
+    tree = patched_tree(work) if args.ab_runs else None
+    rounds12 = ["--baseline-option", "password_hash_rounds=12"]
+    cases = [("A/A", args.baseline, args.baseline, [], args.aa_runs, "no regression")]
+    if tree is not None:
+        cases += [
+            ("A/B waits", args.baseline, str(tree), [], args.ab_runs, "exit 1, waits"),
+            ("A/B burns CPU", args.baseline, args.baseline,
+             [*rounds12, "--candidate-option", "password_hash_rounds=13"], args.ab_runs,
+             "exit 1, burns CPU"),
+        ]  # fmt: skip
+    rows = []
+    rng = random.Random(args.seed)
+    for name, base, cand, opts, runs, want in cases:
+        plan = [(True, i) for i in range(runs)]
+        if not args.no_quiet:
+            plan.append((False, runs))
+        for noisy, i in plan:
+            label = f"{name.replace('/', '').replace(' ', '-')}-{'noise' if noisy else 'quiet'}-{i}"
+            with noise(rng.randrange(1 << 30), work / f"{label}.noise.log", noisy):
+                rc, took, headline, kinds, clean = run_gate(label, base, cand, opts, args, work)
+            rows.append((name, noisy, rc, took, clean, kinds, headline))
+            print(
+                f"  {name:<14} {'noise' if noisy else 'quiet':<5} exit {rc}  {took:5.0f} s  "
+                f"clean {clean:>7}  {'; '.join(kinds) or '-'}  | {headline[:110]}",
+                flush=True,
+            )
+        done = [r for r in rows if r[0] == name and r[1]]
+        codes = [r[2] for r in done]
+        print(
+            f"{name}: {len(done)} gates under noise: {codes.count(0)} exit 0, "
+            f"{codes.count(1)} exit 1, {codes.count(3)} inconclusive (exit 3), "
+            f"{len(codes) - codes.count(0) - codes.count(1) - codes.count(3)} other; "
+            f"target: {want}",
+            flush=True,
+        )
+    print(f"total: {time.monotonic() - began:.0f} s (target < 2700 s)")
+    return 0
+
+
+if __name__ == "__main__":
+    os.environ.setdefault("PYTHONUNBUFFERED", "1")
+    sys.exit(main())
