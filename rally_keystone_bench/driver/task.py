@@ -13,6 +13,7 @@ progress lines go to stderr every few seconds.
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import dataclasses
 import datetime
@@ -145,7 +146,11 @@ def _on_signal(signum: int, frame: Any) -> None:
     _signals.append(signum)
     run = _running[-1] if _running else None
     if run is not None and len(_signals) == 1:
-        run.interrupt(signum)
+        # The handler runs between two bytecodes of the main thread, which
+        # may be inside a write to the log or to stderr: a write from here
+        # would be reentrant. The stopping (and its messages) is a thread's.
+        run.interrupted_by = signum
+        threading.Thread(target=run.interrupt, args=(signum,), daemon=True).start()
         return
     raise Interrupted(signum)
 
@@ -208,8 +213,16 @@ class TaskRun:
         self.counts = Counts()
         self.stopped_for: str | None = None  # why the task was stopped early
         self.interrupted_by: int | None = None  # SIGINT or SIGTERM, when one stopped it
-        self._log: Any = None
+        self._notes: collections.deque[str] = collections.deque()  # for the log, by the reader
         self._proc: subprocess.Popen | None = None
+
+    def _note(self, text: str) -> None:
+        """A line for the log, written by the thread that reads Rally (never from a handler)."""
+        self._notes.append(f"keystone-bench: {text}\n")
+
+    def _write_notes(self, log: Any) -> None:
+        while self._notes:
+            log.write(self._notes.popleft())
 
     def stop(self, why: str) -> None:
         """Abort the task as a user would with ``rally task abort`` (once; needs the uuid).
@@ -220,8 +233,7 @@ class TaskRun:
         if self.stopped_for is not None or self.uuid is None:
             return
         self.stopped_for = why
-        if self._log is not None:
-            self._log.write(f"keystone-bench: stopping the task: {why}\n")
+        self._note(f"stopping the task: {why}")
         threading.Thread(
             target=self.home.rally, args=("task", "abort", self.uuid), kwargs={"check": False}
         ).start()
@@ -241,8 +253,7 @@ class TaskRun:
         )
         if self.uuid is not None and self._mark_aborting():
             self.stopped_for = f"interrupted by {name}"
-            if self._log is not None:
-                self._log.write(f"keystone-bench: stopping the task: {self.stopped_for}\n")
+            self._note(f"stopping the task: {self.stopped_for}")
         elif self.uuid is not None:
             self.stop(f"interrupted by {name}")
         else:
@@ -337,7 +348,6 @@ def start_task(
         cmd += ["--task-args", json.dumps(task_args)]
     run = TaskRun(home, task_file, log_path)
     with open(log_path, "w", buffering=1) as log:  # line by line: tail -f works
-        run._log = log
         run._proc = proc = subprocess.Popen(
             cmd,
             env=home.environ(),
@@ -353,6 +363,7 @@ def start_task(
             assert proc.stdout is not None
             for line in proc.stdout:
                 log.write(mask_urls(line))
+                run._write_notes(log)
                 if run.uuid is None:
                     found = TASK_UUID_RE.search(line)
                     if found:
@@ -369,12 +380,12 @@ def start_task(
             raise stop from None
         finally:
             _running.remove(run)
+            run._write_notes(log)
             if proc.poll() is None:
                 proc.kill()
                 proc.wait()
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.killpg(proc.pid, signal.SIGKILL)  # worker processes left behind
-            run._log = None
     if run.interrupted_by is not None:  # Rally finished after the signal: results kept
         stop = Interrupted(run.interrupted_by)
         stop.run = run  # type: ignore[attr-defined]

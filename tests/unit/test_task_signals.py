@@ -79,6 +79,49 @@ def test_a_signal_aborts_the_task_and_rally_is_read_to_its_end(home, tmp_path, s
     assert log.read_text().rstrip().endswith("cleanup done: 0 projects left")
 
 
+class ReentrantLog:
+    """A log whose write() takes a signal halfway, as a BufferedWriter can in C.
+
+    A second write while one is under way is the RuntimeError CPython raises
+    ("reentrant call inside <_io.BufferedWriter>").
+    """
+
+    def __init__(self, path: Path, sig: int) -> None:
+        self._file, self._sig, self._busy, self._lines = open(path, "w"), sig, False, 0
+
+    def write(self, text: str) -> int:
+        if self._busy:
+            raise RuntimeError("reentrant call inside the log")
+        self._busy = True
+        try:
+            self._lines += 1
+            if self._lines == 5:
+                os.kill(os.getpid(), self._sig)  # its handler runs before kill returns
+            return self._file.write(text)
+        finally:
+            self._busy = False
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self._file.close()
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
+def test_a_signal_in_the_middle_of_a_log_write_still_stops_the_task(
+    home, tmp_path, monkeypatch, sig
+):
+    log = tmp_path / "t.rally.log"
+    monkeypatch.setattr(rally_task, "open", lambda p, *a, **k: ReentrantLog(p, sig), raising=False)
+    with rally_task.sigterm_as_interrupt(), pytest.raises(Interrupted) as caught:
+        rally_task.start_task(home, "env", tmp_path / "t.json", {}, log)
+    assert caught.value.signum == sig
+    text = log.read_text()
+    assert f"keystone-bench: stopping the task: interrupted by {signal.Signals(sig).name}" in text
+    assert text.rstrip().endswith("cleanup done: 0 projects left")
+
+
 def test_run_task_writes_the_reports_of_what_ran(home, tmp_path, monkeypatch):
     written = []
     monkeypatch.setattr(
