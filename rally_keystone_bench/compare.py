@@ -139,14 +139,7 @@ class CompareResult:
 
     def as_dict(self) -> dict[str, Any]:
         return {
-            "base": self.base,
-            "candidate": self.candidate,
-            "threshold_percent": self.threshold,
-            "alpha": self.alpha,
-            "max_failure_increase_points": self.max_failure_increase,
-            "verdict": self.headline(),
-            "regression": bool(self.regressions),
-            "exit_code": self.exit_code,
+            **verdict_fields(self),
             "workloads": [
                 {
                     "label": w.label,
@@ -161,6 +154,20 @@ class CompareResult:
             "only_in_base": self.only_in_base,
             "only_in_candidate": self.only_in_candidate,
         }
+
+
+def verdict_fields(v: Any) -> dict[str, Any]:
+    """The head of a verdict's JSON, the same for compare and gate: inputs, rules, outcome."""
+    return {
+        "base": v.base,
+        "candidate": v.candidate,
+        "threshold_percent": v.threshold,
+        "alpha": v.alpha,
+        "max_failure_increase_points": v.max_failure_increase,
+        "verdict": v.headline(),
+        "regression": bool(v.regressions),
+        "exit_code": v.exit_code,
+    }
 
 
 def _finite(v: Any) -> Any:

@@ -28,6 +28,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from rally_keystone_bench import stats
+from rally_keystone_bench.compare import verdict_fields
 
 MIN_CLEAN_BLOCKS = 8
 MIN_PAIRS_PER_BLOCK = 1
@@ -404,15 +405,8 @@ class GateResult:
 
     def as_dict(self) -> dict[str, Any]:
         return {
-            "base": self.base,
-            "candidate": self.candidate,
-            "threshold_percent": self.threshold,
-            "alpha": self.alpha,
-            "max_failure_increase_points": self.max_failure_increase,
-            "verdict": self.headline(),
-            "regression": bool(self.regressions),
+            **verdict_fields(self),
             "inconclusive": self.exit_code == EXIT_INCONCLUSIVE,
-            "exit_code": self.exit_code,
             "advice": self.advice(),
             "block_seconds": self.block_seconds,
             "task_runs": self.rounds,

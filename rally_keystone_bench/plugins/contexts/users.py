@@ -231,13 +231,8 @@ class KeystoneUsers(_base.BenchContext):
                 f"({len(projects)} projects x {self.config['users_per_tenant']} users): "
                 f"start the directory with --ldap-users {need}"
             )
+        admin, admin_cred, role_ids = self._admin_and_roles()
         workers = self.config["resource_management_workers"]
-        self.admin = admin = self.make_admin(workers, self.stats)
-        admin_cred = self.admin_credential()
-        try:
-            role_ids = admin.role_ids(self.config["roles"])
-        except ValueError as exc:
-            raise self._fail(f"roles: {exc}") from None
         try:
             self.domain_id = admin.resolve_domain(domain)
         except Exception as exc:
@@ -325,19 +320,25 @@ class KeystoneUsers(_base.BenchContext):
             )
         LOG.info(f"keystone_users: revoked {len(done)} role grants of directory users")
 
+    def _admin_and_roles(self) -> tuple[Any, Any, dict]:
+        """The admin client (kept for cleanup), its credential and the ids of the roles to grant."""
+        self.admin = admin = self.make_admin(
+            self.config["resource_management_workers"], self.stats
+        )
+        try:
+            role_ids = admin.role_ids(self.config["roles"])
+        except ValueError as exc:
+            raise self._fail(f"roles: {exc}") from None
+        return admin, self.admin_credential(), role_ids
+
     def _create(self) -> None:
         bench = self._tenants_bench(
             "keystone_users creates its users in keystone_tenants' projects: "
             "add keystone_tenants to the contexts (or use existing: true)"
         )
         projects = bench["projects"]
+        admin, admin_cred, role_ids = self._admin_and_roles()
         workers = self.config["resource_management_workers"]
-        self.admin = admin = self.make_admin(workers, self.stats)
-        admin_cred = self.admin_credential()
-        try:
-            role_ids = admin.role_ids(self.config["roles"])
-        except ValueError as exc:
-            raise self._fail(f"roles: {exc}") from None
         project_domain = bench["domain_id"]
         if self.config.get("user_domain"):
             self.domain_id = admin.resolve_domain(self.config["user_domain"])
