@@ -96,11 +96,13 @@ def test_a_signal_during_the_load_keeps_results_and_leaves_nothing(tmp_path, sig
         assert log is not None, "the load never started: " + (
             proc.stderr.read() if proc.poll() else ""
         )
+        signalled = time.monotonic()
         if sig == signal.SIGINT:
             os.killpg(proc.pid, sig)  # Ctrl-C in a terminal: the whole foreground group
         else:
             proc.send_signal(sig)  # kill PID
         out, err = proc.communicate(timeout=SIGNAL_TO_EXIT_S)
+        print(f"{signal.Signals(sig).name}: exit {time.monotonic() - signalled:.1f} s after it")
     finally:
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)

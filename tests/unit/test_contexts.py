@@ -9,6 +9,7 @@ import time
 from types import SimpleNamespace
 
 import pytest
+from fake_keystone import RESET, FakeKeystone, serving
 from rally.task import context as rally_context
 
 from rally_keystone_bench.clients import admin as _admin
@@ -94,97 +95,82 @@ def test_backoff_is_capped():
 
 
 # -- admin client: the create/409 rules ---------------------------------------------
-class FakeResponse:
-    def __init__(self, status, body=None):
-        self.status_code = status
-        self._body = body or {}
-        self.content = json.dumps(self._body).encode() if body is not None else b""
-        self.text = self.content.decode()
-
-    def json(self):
-        return self._body
+@pytest.fixture
+def keystone():
+    """The scripted fake Keystone: the admin client speaks HTTP to it, retries and all."""
+    with serving(FakeKeystone()) as server:
+        yield server
 
 
-class FakeSession:
-    """Answers requests from a script of (method, path-prefix) -> responses."""
-
-    def __init__(self, script):
-        self.script = script
-        self.sent = []
-
-    def request(self, url, method, **kwargs):
-        path = url.split("/v3", 1)[1]
-        self.sent.append((method, path))
-        answer = self.script[(method, path.split("?")[0])].pop(0)
-        if isinstance(answer, Exception):
-            raise answer
-        return answer
+def make_admin(server, script):
+    server.script = {key: list(answers) for key, answers in script.items()}
+    credential = {
+        "auth_url": server.url,
+        "username": "admin",
+        "password": "s3cret",
+        "project_name": "admin",
+        "user_domain_name": "Default",
+        "project_domain_name": "Default",
+    }
+    return _admin.AdminClient(credential, policy=FAST)
 
 
-def make_admin(script):
-    return _admin.AdminClient(
-        {"auth_url": "http://k/v3", "password": "s3cret"}, session=FakeSession(script), policy=FAST
-    )
-
-
-def test_create_adopts_its_own_resource_when_a_retry_answers_409():
-    from keystoneauth1 import exceptions as ks_exc
-
+def test_create_adopts_its_own_resource_when_a_retry_answers_409(keystone):
     admin = make_admin(
+        keystone,
         {
-            ("POST", "/users"): [
-                ks_exc.ConnectFailure("reset by peer"),
-                FakeResponse(409, {"error": {"message": "dup"}}),
-            ],
-            ("GET", "/users"): [FakeResponse(200, {"users": [{"id": "u1", "name": "n"}]})],
-        }
+            ("POST", "/users"): [RESET, (409, {"error": {"message": "dup"}})],
+            ("GET", "/users"): [(200, {"users": [{"id": "u1", "name": "n"}]})],
+        },
     )
     assert admin.create("users", "n", {}, "default")["id"] == "u1"
     assert admin.stats.total == 1
 
 
-def test_create_refuses_a_name_that_existed_before():
+def test_create_refuses_a_name_that_existed_before(keystone):
     admin = make_admin(
+        keystone,
         {
-            ("POST", "/projects"): [FakeResponse(409, {"error": {"message": "dup"}})],
-            ("GET", "/projects"): [FakeResponse(200, {"projects": [{"id": "p9", "name": "n"}]})],
-        }
+            ("POST", "/projects"): [(409, {"error": {"message": "dup"}})],
+            ("GET", "/projects"): [(200, {"projects": [{"id": "p9", "name": "n"}]})],
+        },
     )
     with pytest.raises(KeystoneAdminError, match="existed before"):
         admin.create("projects", "n", {}, "default")
 
 
-def test_create_retries_a_409_from_a_concurrent_write():
+def test_create_retries_a_409_from_a_concurrent_write(keystone):
     admin = make_admin(
+        keystone,
         {
             ("POST", "/projects"): [
-                FakeResponse(409, {"error": {"message": "deadlock"}}),
-                FakeResponse(201, {"project": {"id": "p1", "name": "n"}}),
+                (409, {"error": {"message": "deadlock"}}),
+                (201, {"project": {"id": "p1", "name": "n"}}),
             ],
-            ("GET", "/projects"): [FakeResponse(200, {"projects": []})],
-        }
+            ("GET", "/projects"): [(200, {"projects": []})],
+        },
     )
     assert admin.create("projects", "n", {}, "default")["id"] == "p1"
     assert admin.stats.causes == {"HTTP 409": 1}
 
 
-def test_a_permanent_error_names_the_resource_and_status_without_the_password():
-    admin = make_admin({("POST", "/users"): [FakeResponse(400, {"error": {"message": "bad"}})]})
+def test_a_permanent_error_names_the_resource_and_status_without_the_password(keystone):
+    admin = make_admin(keystone, {("POST", "/users"): [(400, {"error": {"message": "bad"}})]})
     with pytest.raises(KeystoneAdminError) as err:
         admin.create("users", "rkb-1-p00-u0000", {"password": "s3cret"}, "default")
     assert str(err.value) == "create user rkb-1-p00-u0000: HTTP 400: bad"
     assert "s3cret" not in str(err.value)
 
 
-def test_delete_of_something_already_gone_is_not_an_error():
-    admin = make_admin({("DELETE", "/users/u1"): [FakeResponse(500, {}), FakeResponse(404, {})]})
+def test_delete_of_something_already_gone_is_not_an_error(keystone):
+    admin = make_admin(keystone, {("DELETE", "/users/u1"): [(500, {}), (404, {})]})
     assert admin.delete("users", "u1") is False
     assert admin.stats.total == 1
 
 
-def test_missing_role_is_named_with_the_roles_that_exist():
+def test_missing_role_is_named_with_the_roles_that_exist(keystone):
     admin = make_admin(
-        {("GET", "/roles"): [FakeResponse(200, {"roles": [{"id": "r1", "name": "member"}]})]}
+        keystone, {("GET", "/roles"): [(200, {"roles": [{"id": "r1", "name": "member"}]})]}
     )
     with pytest.raises(
         ValueError, match=r"role 'nosuch' does not exist in Keystone \(roles there: member\)"

@@ -97,3 +97,29 @@ def test_importing_a_scenario_pulls_in_no_tool_module():
     wrong = [m for m in ours if layer(m) in forbidden]
     assert f"{NAME}.plugins.scenarios.tokens" in ours
     assert wrong == []
+
+
+def test_every_module_imports_first_without_a_cycle():
+    """Each module imported first, in a clean module table: an import cycle fails here.
+
+    (deploy/servers and deploy/nginx imported each other at the top; whichever
+    a program imported first decided whether it started.)
+    """
+    names = sorted(module_name(p) for p in PACKAGE.rglob("*.py") if p.name != "__main__.py")
+    code = (
+        "import importlib, sys, traceback\n"
+        f"names = {names!r}\n"
+        "base = set(sys.modules)\n"
+        "for name in names:\n"
+        "    for loaded in [m for m in sys.modules if m not in base]:\n"
+        # Rally refuses a plugin class defined twice: plugins/ is imported once.
+        f"        if loaded.startswith({NAME!r}) and '.plugins' not in loaded:\n"
+        "            del sys.modules[loaded]\n"
+        "    try:\n"
+        "        importlib.import_module(name)\n"
+        "    except Exception as exc:\n"
+        "        print(f'{name}: {type(exc).__name__}: {exc}')\n"
+    )
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert proc.stdout == ""

@@ -322,9 +322,7 @@ class KeystoneUsers(_base.BenchContext):
 
     def _admin_and_roles(self) -> tuple[Any, Any, dict]:
         """The admin client (kept for cleanup), its credential and the ids of the roles to grant."""
-        self.admin = admin = self.make_admin(
-            self.config["resource_management_workers"], self.stats
-        )
+        self.admin = admin = self.make_admin(self.config["resource_management_workers"], self.stats)
         try:
             role_ids = admin.role_ids(self.config["roles"])
         except ValueError as exc:
