@@ -13,7 +13,6 @@ progress lines go to stderr every few seconds.
 
 from __future__ import annotations
 
-import collections
 import contextlib
 import dataclasses
 import datetime
@@ -213,16 +212,17 @@ class TaskRun:
         self.counts = Counts()
         self.stopped_for: str | None = None  # why the task was stopped early
         self.interrupted_by: int | None = None  # SIGINT or SIGTERM, when one stopped it
-        self._notes: collections.deque[str] = collections.deque()  # for the log, by the reader
+        # The log, while Rally runs. Written under the lock, never from a signal
+        # handler: a handler runs on the reading thread, maybe inside its write.
+        self._log: Any = None
+        self._log_lock = threading.Lock()
         self._proc: subprocess.Popen | None = None
 
     def _note(self, text: str) -> None:
-        """A line for the log, written by the thread that reads Rally (never from a handler)."""
-        self._notes.append(f"keystone-bench: {text}\n")
-
-    def _write_notes(self, log: Any) -> None:
-        while self._notes:
-            log.write(self._notes.popleft())
+        """A line of ours in Rally's log, in its place among Rally's lines."""
+        with self._log_lock:
+            if self._log is not None:
+                self._log.write(f"keystone-bench: {text}\n")
 
     def stop(self, why: str) -> None:
         """Abort the task as a user would with ``rally task abort`` (once; needs the uuid).
@@ -348,6 +348,7 @@ def start_task(
         cmd += ["--task-args", json.dumps(task_args)]
     run = TaskRun(home, task_file, log_path)
     with open(log_path, "w", buffering=1) as log:  # line by line: tail -f works
+        run._log = log
         run._proc = proc = subprocess.Popen(
             cmd,
             env=home.environ(),
@@ -362,8 +363,8 @@ def start_task(
         try:
             assert proc.stdout is not None
             for line in proc.stdout:
-                log.write(mask_urls(line))
-                run._write_notes(log)
+                with run._log_lock:
+                    log.write(mask_urls(line))
                 if run.uuid is None:
                     found = TASK_UUID_RE.search(line)
                     if found:
@@ -374,13 +375,14 @@ def start_task(
         except KeyboardInterrupt as exc:
             # A second signal, or one outside sigterm_as_interrupt: no more waiting.
             run.interrupted_by = getattr(exc, "signum", signal.SIGINT)
-            log.write(f"keystone-bench: interrupted again: {task_file.name} stopped at once\n")
+            run._note(f"interrupted again: {task_file.name} stopped at once")
             stop = Interrupted(run.interrupted_by)
             stop.run = run  # type: ignore[attr-defined]
             raise stop from None
         finally:
             _running.remove(run)
-            run._write_notes(log)
+            with run._log_lock:
+                run._log = None
             if proc.poll() is None:
                 proc.kill()
                 proc.wait()
