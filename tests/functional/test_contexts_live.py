@@ -197,6 +197,9 @@ def test_rally_task_abort_during_setup_leaves_keystone_as_it_was(rh, admin, tmp_
     path = task_file(tmp_path, [workload("Dummy.dummy", ctx)])
     from rally_keystone_bench.driver.rally import rally_executable
 
+    # Earlier tests of this Rally home may have left a task marked running:
+    # abort only the one started here.
+    earlier = set(rh.rally("task", "list", "--env", "ks", "--uuids-only").stdout.split())
     proc = subprocess.Popen(
         [
             rally_executable(),
@@ -225,9 +228,9 @@ def test_rally_task_abort_during_setup_leaves_keystone_as_it_was(rh, admin, tmp_
             time.sleep(0.2)
         else:
             pytest.fail("setup never started creating users")
-        tasks = rh.rally(
-            "task", "list", "--env", "ks", "--status", "running", "--uuids-only"
-        ).stdout.split()
+        running = rh.rally("task", "list", "--env", "ks", "--status", "running", "--uuids-only")
+        tasks = [t for t in running.stdout.split() if t not in earlier]
+        assert len(tasks) == 1, (running.stdout, earlier)
         rh.rally("task", "abort", tasks[-1])
         output, _ = proc.communicate(timeout=300)
     finally:
