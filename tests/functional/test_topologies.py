@@ -42,6 +42,7 @@ def token_lines(log) -> list[list[str]]:
     return [ln.split() for ln in log.read_text().splitlines() if " /v3/auth/tokens" in ln]
 
 
+@pytest.mark.slow
 def test_nginx_in_front_of_uwsgi_runs_a_task_and_leaves_nothing(tmp_path):
     require("nginx", "nginx")
     task = tiny_task(tmp_path / "tiny.json")
@@ -147,6 +148,7 @@ def test_two_nodes_behind_haproxy_share_keys_and_survive_losing_one(tmp_path):
     assert bench_databases() == before
 
 
+@pytest.mark.slow
 def test_sqlite_on_tmpfs_runs_a_task_and_leaves_nothing(tmp_path):
     task = tiny_task(tmp_path / "tiny.json")
     shm_before = set(Path("/dev/shm").iterdir())
