@@ -105,8 +105,9 @@ def _add_deployment_options(p: argparse.ArgumentParser, workers: bool = True) ->
         type=boundary.number_in(1, 3600, int),
         default=None,
         metavar="S",
-        help="uWSGI's router answers 502 when a worker is silent this long, e.g. "
-        "after it died mid-request (default 35 s: above SQLite's 30 s busy timeout)",
+        help="the server gives up on a worker silent this long, e.g. one that died "
+        "mid-request: uWSGI's router and nginx answer 502, gunicorn and Apache restart "
+        "the worker (default 35 s: above SQLite's 30 s busy timeout)",
     )
     _add_identity_options(p)
 

@@ -83,6 +83,7 @@ def config(site: Site) -> str:
         access_log=site.access_log_path,
         error_log=site.run_dir / "nginx-error.log",
         run_as_root=os.geteuid() == 0,
+        request_timeout=site.request_timeout,
     )
 
 

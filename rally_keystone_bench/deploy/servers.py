@@ -51,7 +51,7 @@ class Site:
     access_log_path: Path
     venv: Path
     progress: Callable[[str], None] = _quiet
-    request_timeout: int = 35  # seconds before uWSGI's router gives up on a silent worker
+    request_timeout: int = 35  # seconds before the server gives up on a silent worker
 
     def bin(self, name: str) -> str:
         """An executable of Keystone's environment."""
@@ -120,7 +120,7 @@ def apache_command(site: Site) -> list[str]:
         "--processes", str(site.workers),
         "--threads", str(site.threads),
         "--keep-alive-timeout", "75",
-        "--request-timeout", "120",
+        "--request-timeout", str(site.request_timeout),
         "--queue-timeout", "120",
         "--socket-timeout", "120",
         "--log-directory", str(site.run_dir),

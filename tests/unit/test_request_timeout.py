@@ -1,4 +1,4 @@
-"""A request whose uWSGI worker died answers after request_timeout, not uWSGI's 60 s."""
+"""A request whose worker died answers after request_timeout, not a server's 60-120 s."""
 
 import pytest
 
@@ -18,6 +18,17 @@ def site(tmp_path, **kw):
 def test_the_router_gives_up_on_a_silent_worker(tmp_path):
     assert "http-timeout = 35" in servers.uwsgi_config(site(tmp_path))
     assert "http-timeout = 7" in servers.uwsgi_config(site(tmp_path, request_timeout=7))
+
+
+def test_every_server_gives_up_after_the_same_timeout(tmp_path, monkeypatch):
+    from rally_keystone_bench.deploy import nginx
+
+    monkeypatch.setattr(servers.os, "geteuid", lambda: 1000)  # no Apache user to set up
+    s = site(tmp_path, request_timeout=7)
+    assert "timeout = 7\n" in servers.gunicorn_config(s)
+    argv = servers.apache_command(s)
+    assert argv[argv.index("--request-timeout") + 1] == "7"
+    assert "uwsgi_read_timeout 7s;" in nginx.config(s)
 
 
 def test_the_option_reaches_the_deployment():
