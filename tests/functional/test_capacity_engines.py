@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import numpy as np
@@ -43,45 +46,100 @@ def test_capacity_on_locust_and_on_rally_find_the_mock_n(tmp_path):
     assert n_rally == pytest.approx(n_locust, rel=0.10)
 
 
-@pytest.mark.xfail(
-    reason="open: on a busy 2-core machine the engines disagree (p50 1.20 s on "
-    "Locust against 4.67 s on Rally, 5 rps, 1-worker Keystone); not yet explained",
-    strict=False,
-)
 def test_both_engines_measure_the_same_issue_latency(small_keystone, tmp_path):
     """At a rate neither generator nor Keystone is near its limit, the p50 of
     keystone.issue_token from the Locust engine and from Rally's pooled_rps agree
     within 10 %.
 
-    On the 2-worker, default-rounds Keystone, 5 password tokens a second kept both
-    cores busy: requests queued, and each engine's p50 (4.3 s and 10.8 s) said
-    how long its run had queued, not how fast Keystone answers. One worker with
-    4 bcrypt rounds answers in tens of milliseconds, far below the rate.
+    The engines disagreed by 17 % (48 ms against 56 ms, idle machine) because they
+    sent different requests: Locust's users authenticated by id, Rally's by name,
+    and Keystone's name lookups cost it 8 ms more (its access log said so). Both
+    now send names. 5 rps is far below what the 1-worker, 4-round Keystone takes
+    (about 60 ms a token, serially).
     """
     keystone = small_keystone
-    rate, seconds = 5.0, 30.0
-    settings = engine.LoadSettings(
-        scenario="authenticate", rate=rate, duration=seconds, warmup=5, workers=1
-    )
-    locust = engine.run_load(settings, keystone.admin_credentials, tmp_path / "locust")
-    (wl_locust,) = results.load(locust.report)
+    # Keystone on one core, both generators on the other, so that the
+    # generators' own CPU does not slow the server they measure.
+    restore = os.sched_getaffinity(0)
+    cpus = sorted(restore)
+    if len(cpus) < 2:
+        pytest.skip("needs two cores: one for Keystone, one for the load generator")
+    for pid in keystone_pids(keystone):
+        os.sched_setaffinity(pid, {cpus[-1]})
+    os.sched_setaffinity(0, set(cpus[:-1]))  # inherited by Locust and Rally
+    try:
+        measure_both(keystone, tmp_path)
+    finally:
+        os.sched_setaffinity(0, restore)
+        for pid in keystone_pids(keystone):
+            with contextlib.suppress(OSError):
+                os.sched_setaffinity(pid, restore)
 
-    home_dir = tmp_path / "rally"
+
+def keystone_pids(keystone) -> list[int]:
+    """Every process of the Keystone: the servers and their children (uWSGI's workers)."""
+    pids = list(keystone.pids.values())
+    for pid in list(pids):
+        with contextlib.suppress(OSError):
+            children = Path(f"/proc/{pid}/task/{pid}/children").read_text().split()
+            pids += [int(c) for c in children]
+    return pids
+
+
+def server_p50(access_log: Path, start: float, end: float) -> float | None:
+    """Keystone's own p50 time for a token issue between two wall-clock times (s)."""
+    spent = []
+    for line in access_log.read_text().splitlines():
+        f = line.split()  # epoch ms, method, path, status, server microseconds, pid
+        if len(f) >= 5 and f[1] == "POST" and f[2].startswith("/v3/auth/tokens"):
+            if start * 1000 <= float(f[0]) <= end * 1000:
+                spent.append(int(f[4]) / 1e6)
+    return float(np.median(spent)) if spent else None
+
+
+def measure_both(keystone, tmp_path: Path) -> None:
+    """Locust, Rally, Locust, Rally: each engine's samples pooled over two runs.
+
+    Keystone's own p50 moves by about 5 % from one 30 s run to the next
+    (54.8 and 60.0 ms, one after the other): alternating the engines
+    spreads that drift over both.
+    """
+    rate, seconds = 5.0, 30.0
     from rally_keystone_bench.driver.rally import RallyHome
 
-    home = RallyHome(home_dir)
+    home = RallyHome(tmp_path / "rally")
     home.create_env("both", keystone_spec(keystone.admin_credentials))
-    cap = capacity.Settings(
-        scenario="authenticate", low=rate, high=rate, warmup=5, window=seconds,
-        max_slope=1e6, precision=1, abort_on_sla_failure=False,
-    )  # fmt: skip
-    run = rally_task.start_task(
-        home, "both", capacity.probe_task_path(), cap.task_args(rate), tmp_path / "rally.log",
-        config=home.quiet_config(),
-    )  # fmt: skip
-    report = tmp_path / "rally.json"
-    assert run.uuid and rally_task.json_report(home, run.uuid, report)
-    (wl_rally,) = results.load(report)
-    p50_locust = float(np.median(wl_locust.actions["keystone.issue_token"].ok_durations()))
-    p50_rally = float(np.median(wl_rally.actions["keystone.issue_token"].ok_durations()))
-    assert p50_locust == pytest.approx(p50_rally, rel=0.10)
+    samples: dict[str, list[float]] = {"locust": [], "rally": []}
+    server: dict[str, list[float | None]] = {"locust": [], "rally": []}
+    for n in (1, 2):
+        start = time.time()
+        settings = engine.LoadSettings(
+            scenario="authenticate", rate=rate, duration=seconds, warmup=5, workers=1
+        )
+        locust = engine.run_load(settings, keystone.admin_credentials, tmp_path / f"locust{n}")
+        (wl,) = results.load(locust.report)
+        samples["locust"] += list(wl.actions["keystone.issue_token"].ok_durations())
+        server["locust"].append(server_p50(keystone.access_log_path, start, time.time()))
+
+        start = time.time()
+        cap = capacity.Settings(
+            scenario="authenticate", low=rate, high=rate, warmup=5, window=seconds,
+            max_slope=1e6, precision=1, abort_on_sla_failure=False,
+        )  # fmt: skip
+        run = rally_task.start_task(
+            home, "both", capacity.probe_task_path(), cap.task_args(rate),
+            tmp_path / f"rally{n}.log", config=home.quiet_config(),
+        )  # fmt: skip
+        server["rally"].append(server_p50(keystone.access_log_path, start, time.time()))
+        report = tmp_path / f"rally{n}.json"
+        assert run.uuid and rally_task.json_report(home, run.uuid, report)
+        (wl,) = results.load(report)
+        samples["rally"] += list(wl.actions["keystone.issue_token"].ok_durations())
+    p50 = {name: float(np.median(xs)) for name, xs in samples.items()}
+    seen = (
+        f"p50 locust {p50['locust'] * 1000:.1f} ms, rally {p50['rally'] * 1000:.1f} ms; "
+        f"Keystone's own p50 (access log) in the Locust runs {server['locust']}, "
+        f"in the Rally runs {server['rally']} s"
+    )
+    print(seen)
+    assert p50["locust"] == pytest.approx(p50["rally"], rel=0.10), seen

@@ -450,8 +450,13 @@ class Worker:
 def user_auth(cred: dict) -> Any:
     from rally_keystone_bench.clients.tokens import UserAuth
 
+    # By name, as Rally's keystone_users credentials: the same request on both engines.
     return UserAuth(
-        user_id=cred["user_id"], password=cred["password"], project_id=cred["project_id"]
+        username=cred["username"],
+        password=cred["password"],
+        user_domain_name=cred["domain_name"],
+        project_name=cred["project_name"],
+        project_domain_name=cred["domain_name"],
     )
 
 

@@ -27,12 +27,18 @@ class Prepared:
 
     run_id: str
     domain_id: str
+    domain_name: str = "Default"
     project: dict[str, str] | None = None
     users: list[dict[str, str]] = field(default_factory=list)  # id, name, password
     stats: RetryStats = field(default_factory=RetryStats)
 
     def credentials(self) -> list[dict[str, str]]:
-        """What a worker needs to authenticate as each user (no admin secret)."""
+        """What a worker needs to authenticate as each user (no admin secret).
+
+        Workers authenticate by name, as Rally's users (and an openrc) do:
+        Keystone then resolves the domain, user and project names, and both
+        engines time the same request.
+        """
         assert self.project is not None
         return [
             {
@@ -40,6 +46,8 @@ class Prepared:
                 "username": u["name"],
                 "password": u["password"],
                 "project_id": self.project["id"],
+                "project_name": self.project["name"],
+                "domain_name": self.domain_name,
             }
             for u in self.users
         ]
@@ -66,6 +74,7 @@ def prepare(admin: AdminClient, users: int, workers: int = 8) -> Prepared:
     """One project and USERS users with the member role on it."""
     run_id = secrets.token_hex(4)
     done = Prepared(run_id, admin.admin_project_domain_id(), stats=admin.stats)
+    done.domain_name = admin.domain_name(done.domain_id)
     role = admin.role_ids([ROLE])[ROLE]
     name = f"{PREFIX}{run_id}"
     done.project = {
