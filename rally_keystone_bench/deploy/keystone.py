@@ -429,6 +429,9 @@ class LocalKeystone:
             process.terminate(pid)
         self.pids = {}
         self.processes = {}
+        if self.deployment.server == "apache":
+            for run_dir in [self.run_dir, *(self.run_dir / name for name, _ in self.nodes())]:
+                servers.remove_wsgi_socket_dir(run_dir)
         found = self.ldap_directory
         if teardown and found is not None:
             found.remove_data()

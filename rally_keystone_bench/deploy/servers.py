@@ -20,8 +20,11 @@ sized 500 for exceptions that escape Keystone.
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import os
 import pwd
+import shutil
+import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
@@ -106,10 +109,40 @@ def apache_wsgi_script(site: Site) -> Path:
     )
 
 
+# A unix socket's path holds at most 107 bytes; mod_wsgi names its daemon's
+# socket PREFIX/wsgi.<pid>.u<uid>.<n>.sock (up to 35 bytes after PREFIX).
+SOCKET_PATH_MAX = 107
+WSGI_SOCKET_NAME_MAX = 35
+
+
+def wsgi_socket_dir(run_dir: Path) -> Path:
+    """Where mod_wsgi's daemon sockets go: the server root, or a short directory.
+
+    In a deep run directory (a matrix row's, say) the socket's path would be
+    too long: bind() cuts it, and Apache's workers then cannot connect
+    (WSGI0117, permission denied). Such a run gets /tmp/keystone-bench-wsgi-
+    <hash of the run directory>, removed by remove_wsgi_socket_dir at stop.
+    """
+    root = run_dir / "apache"
+    if len(os.fsencode(root)) + WSGI_SOCKET_NAME_MAX <= SOCKET_PATH_MAX:
+        return root
+    digest = hashlib.sha256(os.fsencode(run_dir.resolve())).hexdigest()[:12]
+    return Path(tempfile.gettempdir()) / f"keystone-bench-wsgi-{digest}"
+
+
+def remove_wsgi_socket_dir(run_dir: Path) -> None:
+    """Remove the short socket directory of a deep run directory, if it has one."""
+    path = wsgi_socket_dir(run_dir)
+    if path != run_dir / "apache":
+        shutil.rmtree(path, ignore_errors=True)
+
+
 def apache_command(site: Site) -> list[str]:
     """mod_wsgi-express start-server in the foreground (it execs httpd)."""
     root = site.run_dir / "apache"
     root.mkdir(exist_ok=True)
+    sockets = wsgi_socket_dir(site.run_dir)
+    sockets.mkdir(mode=0o700, exist_ok=True)
     argv = [
         site.bin("mod_wsgi-express"),
         "start-server",
@@ -117,6 +150,7 @@ def apache_command(site: Site) -> list[str]:
         "--host", "127.0.0.1",
         "--port", str(site.port),
         "--server-root", str(root),
+        "--socket-prefix", str(sockets),
         "--processes", str(site.workers),
         "--threads", str(site.threads),
         "--keep-alive-timeout", "75",
@@ -135,6 +169,8 @@ def apache_command(site: Site) -> list[str]:
         # run directory's owner instead, which must then be able to read it.
         user = apache_user()
         share_with(user, site)
+        entry = pwd.getpwnam(user)
+        os.chown(sockets, entry.pw_uid, entry.pw_gid)
         argv += ["--user", user, "--group", user]
     return argv
 

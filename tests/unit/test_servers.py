@@ -130,3 +130,25 @@ def test_memcached_cache_section(tmp_path):
 def test_db_url_without_a_server_database_is_refused():
     with pytest.raises(BenchError, match="--db-url"):
         Deployment(db_url="postgresql://postgres@127.0.0.1:5432").validate()
+
+
+def test_apache_daemon_sockets_move_out_of_a_run_dir_too_deep_for_them(tmp_path, monkeypatch):
+    """A matrix row's run directory is deep: mod_wsgi's socket path would pass 107 bytes."""
+    monkeypatch.setattr(servers.os, "geteuid", lambda: 1000)  # no Apache user to set up
+    deep = tmp_path / ("d" * 60) / "matrix-20261123T012227Z" / "apache-sqlite" / "keystone"
+    deep.mkdir(parents=True)
+    site = servers.Site("apache", 5000, 2, 1, deep, deep / "k.conf", deep / "s.log",
+                        deep / "a.log", tmp_path)  # fmt: skip
+    argv = servers.apache_command(site)
+    sockets = Path(argv[argv.index("--socket-prefix") + 1])
+    assert sockets != deep / "apache" and sockets.is_dir()
+    assert len(str(sockets / "wsgi.4194304.u65534.16.sock")) <= servers.SOCKET_PATH_MAX
+    servers.remove_wsgi_socket_dir(deep)
+    assert not sockets.exists()
+
+    shallow = tmp_path / "ks"
+    shallow.mkdir()
+    site = servers.Site("apache", 5000, 2, 1, shallow, shallow / "k.conf", shallow / "s.log",
+                        shallow / "a.log", tmp_path)  # fmt: skip
+    argv = servers.apache_command(site)
+    assert argv[argv.index("--socket-prefix") + 1] == str(shallow / "apache")
