@@ -39,6 +39,7 @@ from __future__ import annotations
 import itertools
 import json
 import logging
+import os
 import time
 from pathlib import Path
 from typing import Any
@@ -141,6 +142,7 @@ class Master:
         if self.started:
             return
         self.started = True
+        from rally_keystone_bench.clients import credentials
         from rally_keystone_bench.clients.admin import AdminClient
         from rally_keystone_bench.engines.locust import setup
 
@@ -153,7 +155,7 @@ class Master:
                     f"-u {self.opts.num_users} users for {len(self.workers)} workers: "
                     "every worker needs one at least"
                 )
-            self.admin = AdminClient(setup.admin_credential_from_environ(), pool_size=8)
+            self.admin = AdminClient(credentials.from_environ(os.environ), pool_size=8)
             self.prepared = setup.prepare(self.admin, self.opts.ks_keystone_users)
         except Exception as exc:  # reported in run.json and on stderr
             self.error = f"preparing the load: {exc}"

@@ -9,9 +9,7 @@ the pre-issued tokens of the validate scenario go with their users.
 
 from __future__ import annotations
 
-import os
 import secrets
-from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from rally_keystone_bench.clients.admin import AdminClient, run_parallel
@@ -51,23 +49,6 @@ class Prepared:
             }
             for u in self.users
         ]
-
-
-def admin_credential_from_environ(environ: Mapping[str, str] = os.environ) -> dict[str, str]:
-    """The admin's credential from the usual OS_* variables; KeyError naming what is missing."""
-    missing = [v for v in ("OS_AUTH_URL", "OS_USERNAME", "OS_PASSWORD") if not environ.get(v)]
-    if missing:
-        raise KeyError(f"the admin credential needs {', '.join(missing)} in the environment")
-    return {
-        "auth_url": environ["OS_AUTH_URL"],
-        "username": environ["OS_USERNAME"],
-        "password": environ["OS_PASSWORD"],
-        "project_name": environ.get("OS_PROJECT_NAME") or environ.get("OS_TENANT_NAME") or "admin",
-        "user_domain_name": environ.get("OS_USER_DOMAIN_NAME", "Default"),
-        "project_domain_name": environ.get("OS_PROJECT_DOMAIN_NAME", "Default"),
-        "https_insecure": environ.get("OS_INSECURE", "").lower() in ("1", "true", "yes"),
-        "https_cacert": environ.get("OS_CACERT", ""),
-    }
 
 
 def prepare(admin: AdminClient, users: int, workers: int = 8) -> Prepared:
