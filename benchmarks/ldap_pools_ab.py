@@ -24,6 +24,7 @@ from pathlib import Path
 import requests
 from _machine import describe
 
+from rally_keystone_bench.clients.tokens import TokenClient, UserAuth
 from rally_keystone_bench.deploy import directory
 from rally_keystone_bench.deploy.keystone import Deployment, LocalKeystone
 
@@ -47,26 +48,11 @@ def project_token_body(ks: LocalKeystone, user: dict, project: str) -> dict:
 
 
 def admin_session(ks: LocalKeystone) -> requests.Session:
-    c = ks.admin_credentials
-    body = {
-        "auth": {
-            "identity": {
-                "methods": ["password"],
-                "password": {
-                    "user": {
-                        "name": "admin",
-                        "domain": {"name": "Default"},
-                        "password": c["password"],
-                    }
-                },
-            },
-            "scope": {"project": {"name": "admin", "domain": {"name": "Default"}}},
-        }
-    }
+    result = TokenClient(ks.auth_url).issue(UserAuth.from_credential(ks.admin_credentials))
+    if result.token is None:
+        raise SystemExit(f"the admin could not authenticate: HTTP {result.status}")
     s = requests.Session()
-    r = s.post(ks.auth_url + "/auth/tokens", json=body, timeout=60)
-    r.raise_for_status()
-    s.headers["X-Auth-Token"] = r.headers["X-Subject-Token"]
+    s.headers["X-Auth-Token"] = result.token.value
     return s
 
 

@@ -15,6 +15,7 @@ import pytest
 import requests
 
 from rally_keystone_bench import cli
+from rally_keystone_bench.clients.tokens import TokenClient, UserAuth
 from rally_keystone_bench.deploy import directory, process
 from rally_keystone_bench.deploy.keystone import Deployment, LocalKeystone
 from rally_keystone_bench.driver.rally import RallyHome, keystone_spec
@@ -51,25 +52,9 @@ def issue(ks: LocalKeystone, name: str, password: str) -> requests.Response:
 
 
 def admin_token(ks: LocalKeystone) -> str:
-    c = ks.admin_credentials
-    body = {
-        "auth": {
-            "identity": {
-                "methods": ["password"],
-                "password": {
-                    "user": {
-                        "name": c["username"],
-                        "domain": {"name": "Default"},
-                        "password": c["password"],
-                    }
-                },
-            },
-            "scope": {"project": {"name": c["project_name"], "domain": {"name": "Default"}}},
-        }
-    }
-    resp = requests.post(ks.auth_url + "/auth/tokens", json=body, timeout=60)
-    assert resp.status_code == 201
-    return resp.headers["X-Subject-Token"]
+    result = TokenClient(ks.auth_url).issue(UserAuth.from_credential(ks.admin_credentials))
+    assert result.status == 201 and result.token is not None
+    return result.token.value
 
 
 def accepts(ks: LocalKeystone) -> int:
