@@ -20,6 +20,7 @@ import os
 import secrets
 import sqlite3
 import subprocess
+import threading
 import time
 import urllib.error
 import urllib.request
@@ -250,6 +251,10 @@ def read_password(path: Path) -> str:
     return path.read_text().strip()
 
 
+class StartCancelled(BenchError):
+    """LocalKeystone.start() gave up because cancel_start() was called."""
+
+
 def write_private(path: Path, text: str) -> None:
     """Write TEXT to PATH readable by its owner only (0600) from the first byte."""
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
@@ -281,6 +286,8 @@ class LocalKeystone:
         self.ldap_port: int | None = self.deployment.ldap_port
         self.node_ports: list[int] = []  # with nodes: each node's own port
         self.private_db_port: int | None = None  # --db-storage tmpfs: our own PostgreSQL
+        # Set by cancel_start() from another thread: start() stops at its next step.
+        self._cancelled = threading.Event()
 
     # -- paths -------------------------------------------------------------
     @property
@@ -392,9 +399,11 @@ class LocalKeystone:
             dep.keystone, extras=self._extra_packages(), progress=self.progress
         )
         try:
+            self._check_cancelled()
             self._start_backends()
             if not (self.run_dir / ".initialised").exists():
                 self._initialise()
+            self._check_cancelled()
             self._start_server()
             self._write_state()
             self._wait_ready()
@@ -402,6 +411,19 @@ class LocalKeystone:
             self.stop()
             raise
         self._write_openrc()
+
+    def cancel_start(self) -> None:
+        """Make a start() running in another thread give up at its next step.
+
+        It then stops what it started itself and raises BenchError; join its
+        thread before stop(), or a process it spawns meanwhile would outlive
+        the stop.
+        """
+        self._cancelled.set()
+
+    def _check_cancelled(self) -> None:
+        if self._cancelled.is_set():
+            raise StartCancelled("Keystone's start was cancelled")
 
     def stop(self, teardown: bool = True) -> None:
         """Stop every process this deployment started; keep the logs.
@@ -744,6 +766,7 @@ class LocalKeystone:
         """Wait until /v3 answers and the admin can get a token."""
         deadline = time.monotonic() + START_TIMEOUT
         while time.monotonic() < deadline:
+            self._check_cancelled()
             if not all(process.is_alive(p) for p in self.pids.values()):
                 raise BenchError(f"Keystone exited during start; see {self.server_log_path}")
             nodes_up = all(_answers(f"http://127.0.0.1:{p}/v3") for _, p in self.nodes())

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from rally_keystone_bench.deploy import venv
-from rally_keystone_bench.deploy.keystone import Deployment, LocalKeystone
+from rally_keystone_bench.deploy.keystone import Deployment, LocalKeystone, StartCancelled
 from rally_keystone_bench.deploy.mock import MockKeystone
 from rally_keystone_bench.driver import rally as rallyenv
 from rally_keystone_bench.driver.task import ENV_NAME, progress
@@ -100,6 +100,8 @@ def start_explained(ks: LocalKeystone) -> None:
     """Start KS; when it fails to start, print the tail of its logs before the error."""
     try:
         ks.start()
+    except StartCancelled:
+        raise  # stopped on purpose (a signal): its log says nothing of interest
     except BenchError:
         tail = ks.log_tail()
         if tail:

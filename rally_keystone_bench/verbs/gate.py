@@ -273,8 +273,18 @@ def start_both(
     threads = [threading.Thread(target=start, args=(side,)) for side in SIDES]
     for t in threads:
         t.start()
-    for t in threads:
-        t.join()
+    try:
+        for t in threads:
+            t.join()
+    except BaseException:
+        # Interrupted (Ctrl-C, SIGTERM): both starts give up at their next
+        # step and stop what they began; only then does STACK stop the rest,
+        # so no process is spawned after the stop.
+        for ks in keystones.values():
+            ks.cancel_start()
+        for t in threads:
+            t.join()
+        raise
     for side in SIDES:
         if side in errors:
             raise errors[side]

@@ -125,3 +125,38 @@ def test_a_signal_during_the_load_keeps_results_and_leaves_nothing(tmp_path, sig
         projects = {r[0] for r in conn.execute("SELECT name FROM project WHERE is_domain = 0")}
         users = {r[0] for r in conn.execute("SELECT name FROM local_user")}
     assert projects <= {"admin", "service"} and users == {"admin"}
+
+
+def test_gate_signalled_while_both_keystones_start_exits_and_leaves_nothing(tmp_path):
+    """SIGTERM while the gate's two Keystones start in their threads: both starts give
+    up, nothing they spawned survives, and the gate exits 143 at once, not after
+    Keystone's start timeout (120 s)."""
+    root = Path(__file__).resolve().parents[2]
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "rally_keystone_bench.cli", "gate",
+         "--baseline", "keystone", "--candidate", "keystone",
+         "--task", str(root / "tasks" / "gate.yaml"), "--reports-dir", "reports"],
+        cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        start_new_session=True,
+    )  # fmt: skip
+    try:
+        deadline = time.monotonic() + WAIT_FOR_LOAD_S
+        while time.monotonic() < deadline and proc.poll() is None:
+            # A server spawned, not yet answering: the start threads are waiting on it.
+            if list(tmp_path.glob(".keystone-bench/runs/gate-*/*/keystone/server.log")):
+                break
+            time.sleep(0.1)
+        assert proc.poll() is None, proc.stderr.read()[-2000:]
+        signalled = time.monotonic()
+        proc.send_signal(signal.SIGTERM)
+        # Well under the 120 s a start waits for Keystone, which the old code sat out.
+        out, err = proc.communicate(timeout=60)
+        took = time.monotonic() - signalled
+        print(f"gate, SIGTERM during start: exit {took:.1f} s after it")
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+    assert proc.returncode == 143, err[-3000:]
+    assert "Traceback" not in err
+    assert leftover_processes(tmp_path) == []
