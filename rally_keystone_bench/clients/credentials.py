@@ -48,6 +48,22 @@ def from_environ(env: Mapping[str, str], where: str = ENVIRON) -> dict[str, Any]
     }
 
 
+def openrc_text(credential: Mapping[str, Any]) -> str:
+    """The openrc file of CREDENTIAL (``export OS_...=`` lines): what from_openrc reads."""
+    lines = [
+        f"export OS_AUTH_URL={credential['auth_url']}",
+        f"export OS_USERNAME={credential['username']}",
+        f"export OS_PASSWORD={credential['password']}",
+        f"export OS_PROJECT_NAME={credential['project_name']}",
+        f"export OS_USER_DOMAIN_NAME={credential.get('user_domain_name') or 'Default'}",
+        f"export OS_PROJECT_DOMAIN_NAME={credential.get('project_domain_name') or 'Default'}",
+    ]
+    if credential.get("region_name"):
+        lines.append(f"export OS_REGION_NAME={credential['region_name']}")
+    lines += ["export OS_IDENTITY_API_VERSION=3", ""]
+    return "\n".join(lines)
+
+
 def from_openrc(path: Path) -> dict[str, Any]:
     """The credential of an openrc file's ``export OS_...=`` lines."""
     env: dict[str, str] = {}

@@ -28,6 +28,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
+from rally_keystone_bench.clients import credentials
 from rally_keystone_bench.deploy import (
     balancer as balancing,
 )
@@ -815,19 +816,8 @@ class LocalKeystone:
             return None
 
     def _write_openrc(self) -> None:
-        creds = self.admin_credentials
-        lines = [
-            f"export OS_AUTH_URL={creds['auth_url']}",
-            f"export OS_USERNAME={creds['username']}",
-            f"export OS_PASSWORD={creds['password']}",
-            f"export OS_PROJECT_NAME={creds['project_name']}",
-            f"export OS_USER_DOMAIN_NAME={creds['user_domain_name']}",
-            f"export OS_PROJECT_DOMAIN_NAME={creds['project_domain_name']}",
-            f"export OS_REGION_NAME={REGION}",
-            "export OS_IDENTITY_API_VERSION=3",
-            "",
-        ]
-        write_private(self.openrc_path, "\n".join(lines))
+        creds = {**self.admin_credentials, "region_name": REGION}
+        write_private(self.openrc_path, credentials.openrc_text(creds))
 
     def _write_state(self) -> None:
         # Each pid with its start time and command line: `down` signals only

@@ -34,7 +34,10 @@ from typing import Any
 import numpy as np
 
 from rally_keystone_bench import compare, pairing, procstat
-from rally_keystone_bench.deploy.keystone import Deployment, LocalKeystone
+from rally_keystone_bench.clients import credentials
+from rally_keystone_bench.clients.admin import AdminClient
+from rally_keystone_bench.deploy import directory
+from rally_keystone_bench.deploy.keystone import Deployment, LocalKeystone, write_private
 from rally_keystone_bench.driver import rally as rallyenv
 from rally_keystone_bench.driver import targets
 from rally_keystone_bench.driver import task as rally_task
@@ -47,6 +50,7 @@ from rally_keystone_bench.verbs import options as verb_options
 
 SIDES = ("baseline", "candidate")
 SAMPLE_SECONDS = 0.5
+LDAP_PROJECT = "keystone-bench-gate-ldap"
 
 
 def parse_option(text: str, where: str) -> tuple[str, str]:
@@ -292,6 +296,44 @@ def start_both(
     return keystones
 
 
+def ldap_target(ks: LocalKeystone, stack: contextlib.ExitStack) -> Path:
+    """An openrc (0600) of the directory's first user, for the paired task.
+
+    With ``--identity ldap`` a password token must cost what it costs a
+    directory user: an LDAP bind. The user lives in the LDAP domain; its
+    project and role grant live in SQL, as the contexts make them, and are
+    deleted when STACK closes (before Keystone stops), with the openrc.
+    """
+    users = directory.load_users(ks.directory_users_path)
+    person = users["users"][0]
+    admin = AdminClient(ks.admin_credentials, pool_size=1)
+    ldap_domain = admin.resolve_domain(users["domain"])
+    found = admin.find("users", person["name"], ldap_domain)
+    if not found:
+        raise BenchError(
+            f"the directory's user {person['name']} is not visible in Keystone's "
+            f"{users['domain']} domain; see {ks.server_log_path}"
+        )
+    default = admin.resolve_domain("default")
+    fields = {"description": "keystone-bench gate: the LDAP user's project"}
+    project = admin.create("projects", LDAP_PROJECT, fields, default)
+    stack.callback(admin.delete, "projects", project["id"])
+    role = admin.role_ids(["member"])["member"]
+    admin.grant(project["id"], found[0]["id"], role, f"grant member to {person['name']}")
+    path = ks.run_dir / "ldap-openrc"
+    user = {
+        "auth_url": ks.auth_url,
+        "username": person["name"],
+        "password": person["password"],
+        "project_name": LDAP_PROJECT,
+        "user_domain_name": users["domain"],
+        "project_domain_name": "Default",
+    }
+    write_private(path, credentials.openrc_text(user))
+    stack.callback(path.unlink, missing_ok=True)
+    return path
+
+
 def measure(home: Any, env: str, task: Path, task_args: dict, dest: Path, trees: dict) -> TaskRun:
     """One ``rally task start`` with the /proc sampler running beside it."""
     sampler = procstat.Sampler(trees, SAMPLE_SECONDS)
@@ -361,11 +403,12 @@ def main(args: argparse.Namespace) -> int:
         user = {k: v for k, v in admin.items() if k != "auth_url"}
         home.create_env(rally_task.ENV_NAME, rallyenv.keystone_spec(admin, users=[user]))
         home.check_env(rally_task.ENV_NAME)
-        args_for_task = {
-            **task_args,
-            "baseline": str(keystones["baseline"].openrc_path),
-            "candidate": str(keystones["candidate"].openrc_path),
+        # Each side's admin, or with --identity ldap a user of each side's directory.
+        side_targets = {
+            side: ldap_target(ks, stack) if ks.directory_users_path else ks.openrc_path
+            for side, ks in keystones.items()
         }
+        args_for_task = {**task_args, **{side: str(p) for side, p in side_targets.items()}}
         # Every server of a side: "server", or "<node>-server" behind HAProxy.
         trees = {
             side: [p for n, p in keystones[side].pids.items() if n.split("-")[-1] == "server"]

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 import requests
+from _bench_helpers import bench, live_pids, states
 
 from rally_keystone_bench import cli
 from rally_keystone_bench.clients.tokens import TokenClient, UserAuth
@@ -229,3 +230,34 @@ def test_run_identity_ldap_passes_a_small_token_suite(tmp_path, monkeypatch, cap
     assert len(ldap_dirs) == 1
     assert not (ldap_dirs[0] / "data").exists()
     assert not (ldap_dirs[0] / "directory-users.json").exists()
+
+
+def test_gate_identity_ldap_times_binds_of_a_directory_user_on_both_sides(tmp_path):
+    """gate --identity ldap: each side's paired password tokens are a directory user's."""
+    proc = bench(
+        "gate", "--baseline", "keystone", "--candidate", "keystone",
+        "--identity", "ldap", "--ldap-pool", "off",
+        "--task", str(ROOT / "tasks" / "gate.yaml"),
+        "--task-args", json.dumps({"issue_seconds": 10, "validate_seconds": 4}),
+        "--block-seconds", "2", "--max-time", "1",
+        "--reports-dir", str(tmp_path / "reports"), cwd=tmp_path, timeout=600,
+    )  # fmt: skip
+    assert proc.returncode in (0, 3), proc.stdout[-3000:] + proc.stderr[-2000:]
+    (run,) = (tmp_path / ".keystone-bench" / "runs").glob("gate-*")
+    (out,) = (tmp_path / "reports").iterdir()
+    issue = next(
+        a for a in json.loads((out / "gate.json").read_text())["actions"]
+        if a["action"] == "keystone.issue_token"
+    )  # fmt: skip
+    tokens = issue["clean_blocks"] + issue["blocks_set_aside"]
+    assert tokens >= 1
+    user_dn = f'BIND dn="uid={directory.user_name(1)},{directory.USERS_OU}"'
+    for side in ("baseline", "candidate"):
+        # The user's openrc (0600 while it lived) goes with the directory's users.
+        assert not (run / side / "keystone" / "ldap-openrc").exists()
+        log = (run / side / "keystone" / "ldap" / "slapd.log").read_text(errors="replace")
+        # Pools off: every password token of the load binds as the user (and
+        # the gate's own validate tokens too), on each side.
+        assert log.count(user_dn) >= 10, side
+        assert not (run / side / "keystone" / "ldap" / "data").exists()
+    assert all(live_pids(s) == [] for s in states(tmp_path / ".keystone-bench"))
