@@ -68,7 +68,8 @@ class Frame:
     def y(self, v: np.ndarray | float) -> np.ndarray | float:
         return TOP + self.ph - (v - self.y0) / (self.y1 - self.y0) * self.ph
 
-    def axes(self, xlabel: str, ylabel: str) -> list[str]:
+    def y_axis(self, ylabel: str) -> list[str]:
+        """The plot area, its horizontal grid with the y ticks, and the y label."""
         out = [
             f'<rect x="{LEFT}" y="{TOP}" width="{self.pw}" height="{self.ph}" '
             'fill="#ffffff" stroke="#bbbbbb"/>'
@@ -80,6 +81,14 @@ class Frame:
                 'stroke="#eeeeee"/>'
                 f'<text x="{LEFT - 6}" y="{_fmt(yy + 4)}" text-anchor="end">{_tick_label(t)}</text>'
             )
+        out.append(
+            f'<text x="14" y="{TOP + self.ph / 2}" text-anchor="middle" '
+            f'transform="rotate(-90 14 {TOP + self.ph / 2})">{escape(ylabel)}</text>'
+        )
+        return out
+
+    def axes(self, xlabel: str, ylabel: str) -> list[str]:
+        out = self.y_axis(ylabel)
         for t in nice_ticks(self.x0, self.x1, 8):
             xx = self.x(t)
             out.append(
@@ -91,8 +100,6 @@ class Frame:
         out.append(
             f'<text x="{LEFT + self.pw / 2}" y="{H - 6}" text-anchor="middle">'
             f"{escape(xlabel)}</text>"
-            f'<text x="14" y="{TOP + self.ph / 2}" text-anchor="middle" '
-            f'transform="rotate(-90 14 {TOP + self.ph / 2})">{escape(ylabel)}</text>'
         )
         return out
 
@@ -280,3 +287,42 @@ def rate_over_time(
     return document(
         title, body, [(COLORS["points"], "achieved"), (COLORS["target"], "target (rps runner)")]
     )
+
+
+def bars(title: str, items: list[tuple[str, float, float, float]], ylabel: str) -> str:
+    """One bar per ITEM (label, value, low, high): the value, and low-high as a whisker.
+
+    The matrix's chart per workload: a bar per deployment, the mean of its
+    rounds, the whisker from the lowest round to the highest.
+    """
+    finite = [(n, v, lo, hi) for n, v, lo, hi in items if math.isfinite(v)]
+    if not finite:
+        return document(title, [f'<text x="{W / 2}" y="{H / 2}">no values</text>'])
+    top = max(max(v, hi) if math.isfinite(hi) else v for _, v, _, hi in finite)
+    fr = Frame(0.0, 1.0, 0.0, top * 1.15 if top > 0 else 1.0)
+    body = fr.y_axis(ylabel)
+    slot = fr.pw / len(finite)
+    width = min(80.0, slot * 0.6)
+    for i, (name, v, lo, hi) in enumerate(finite):
+        cx = LEFT + slot * (i + 0.5)
+        y0, yv = fr.y(0.0), fr.y(v)
+        body.append(
+            f'<rect class="bar" x="{_fmt(cx - width / 2)}" y="{_fmt(yv)}" width="{_fmt(width)}" '
+            f'height="{_fmt(y0 - yv)}" fill="{COLORS["points"]}" fill-opacity="0.85">'
+            f"<title>{escape(name)}: {v:.3g}</title></rect>"
+            f'<text x="{_fmt(cx + width / 2 + 4)}" y="{_fmt(yv + 10)}">{v:.3g}</text>'
+            f'<text x="{_fmt(cx)}" y="{TOP + fr.ph + 16}" text-anchor="middle">'
+            f"{escape(name)}</text>"
+        )
+        if math.isfinite(lo) and math.isfinite(hi) and hi > lo:
+            ylo, yhi = fr.y(lo), fr.y(hi)
+            body.append(
+                f'<path class="whisker" d="M{_fmt(cx)},{_fmt(ylo)} L{_fmt(cx)},{_fmt(yhi)} '
+                f"M{_fmt(cx - 6)},{_fmt(ylo)} L{_fmt(cx + 6)},{_fmt(ylo)} "
+                f'M{_fmt(cx - 6)},{_fmt(yhi)} L{_fmt(cx + 6)},{_fmt(yhi)}" '
+                f'stroke="{COLORS["p95"]}" stroke-width="1.5" fill="none"/>'
+            )
+    legend = [(COLORS["points"], "mean of the rounds")]
+    if any(math.isfinite(hi) and hi > lo for _, _, lo, hi in finite):
+        legend.append((COLORS["p95"], "lowest to highest round"))
+    return document(title, body, legend)

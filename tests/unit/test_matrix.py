@@ -199,3 +199,79 @@ def test_ldap_workers_file_measures_pools_on_at_1_2_and_4_workers():
     deps = [Deployment.from_mapping(v, name) for name, v in data.items()]
     assert sorted(d.workers for d in deps) == [1, 2, 4]
     assert all(d.identity == "ldap" and d.ldap_pool is True for d in deps)
+
+
+def _row(deployment, setting, action, count, throughput, success=100.0):
+    return {
+        "deployment": deployment, "setting": setting, "action": action, "count": count,
+        "throughput": throughput, "success_percent": success, "min": 0.1, "avg": 0.2,
+        "max": 0.3, "p90": 0.25, "p95": 0.28, "scenario": "KeystoneTokens.x", "label": "x",
+    }  # fmt: skip
+
+
+def _release_rows():
+    # Two releases, two rounds each: a serial token workload and one burst of 50.
+    rows = []
+    for name, rates in (("ks29", (3.45, 3.35)), ("ks30", (3.35, 3.43))):
+        for k, rate in enumerate(rates, 1):
+            dep = f"{name} (run {k})"
+            rows += [
+                _row(dep, "authenticate serial(times=10)", "total", 10, rate),
+                _row(dep, "authenticate serial(times=10)", "keystone.issue_token", 10, rate),
+                _row(dep, "burst serial(times=1)", "total", 1, 0.13 if k == 1 else 0.16),
+                _row(dep, "burst serial(times=1)", "keystone.token_burst", 1, 0.13),
+                _row(dep, "burst serial(times=1)", "keystone.issue_token", 50, 0.13),
+            ]
+    return rows
+
+
+def test_repeated_rounds_give_requests_per_second_with_their_spread():
+    summary = matrix.across_rounds(_release_rows())
+    by = {(r["deployment"], r["setting"]): r for r in summary}
+    assert set(by) == {
+        ("ks29", "authenticate serial(times=10)"), ("ks29", "burst serial(times=1)"),
+        ("ks30", "authenticate serial(times=10)"), ("ks30", "burst serial(times=1)"),
+    }  # fmt: skip
+    serial = by[("ks29", "authenticate serial(times=10)")]
+    assert serial["action"] == "keystone.issue_token" and serial["rounds"] == 2
+    assert serial["per_round"] == pytest.approx([3.45, 3.35])
+    assert serial["requests_per_second"] == pytest.approx(3.40)
+    assert (serial["min"], serial["max"]) == pytest.approx((3.35, 3.45))
+    assert serial["spread_percent"] == pytest.approx(0.10 / 3.40 * 100)
+    # A burst counts its 50 tokens, not the one iteration: 50 x 0.13 / 1 tokens/s.
+    burst = by[("ks30", "burst serial(times=1)")]
+    assert burst["action"] == "keystone.issue_token"
+    assert burst["per_round"] == pytest.approx([6.5, 8.0])
+    text = matrix.format_rounds(summary)
+    assert "req/s" in text and "spread" in text
+    line = next(li for li in text.splitlines() if li.startswith("ks29") and "authenticate" in li)
+    assert line.split()[-5:] == ["2", "3.40", "3.35", "3.45", "2.9%"]
+
+
+def test_failed_requests_do_not_count_as_requests_per_second():
+    rows = [
+        _row("ks", "validate concurrency 20", "total", 25, 4.0, success=80.0),
+        _row("ks", "validate concurrency 20", "keystone.validate_token", 25, 4.0, success=80.0),
+    ]
+    (only,) = matrix.across_rounds(rows)
+    assert only["rounds"] == 1 and only["requests_per_second"] == pytest.approx(3.2)
+
+
+def test_matrix_html_draws_a_bar_per_deployment_with_the_rounds_range(tmp_path):
+    rows = _release_rows()
+    html, js = matrix.write_report(rows, tmp_path, "tasks/token-lifecycle.yaml", {})
+    page = html.read_text()
+    assert page.count("<svg") == 2  # one chart per workload
+    assert page.count('class="bar"') == 4  # a bar per release in each
+    assert page.count('class="whisker"') == 4  # rounds differ: each bar has its range
+    assert "Across rounds" in page and "ks29" in page
+    doc = json.loads(js.read_text())
+    assert {r["deployment"] for r in doc["across_rounds"]} == {"ks29", "ks30"}
+
+
+def test_one_round_draws_bars_without_a_range_and_no_rounds_table(tmp_path):
+    rows = [r for r in _release_rows() if "(run 1)" in r["deployment"]]
+    page = matrix.render_html(rows, "t", {})
+    assert page.count('class="bar"') == 4
+    assert 'class="whisker"' not in page
+    assert "Across rounds" not in page
