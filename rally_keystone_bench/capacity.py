@@ -55,6 +55,12 @@ SCENARIOS = {
     "authenticate": ("KeystoneTokens.authenticate", "keystone.issue_token"),
     "validate": ("KeystoneTokens.validate", "keystone.validate_token"),
 }
+# One probe (``load --engine rally``) runs the lifecycle too: issue, validate,
+# revoke and check, its slope (if judged) on the token issue.
+PROBE_SCENARIOS = {
+    **SCENARIOS,
+    "lifecycle": ("KeystoneTokens.lifecycle", "keystone.issue_token"),
+}
 GENERATOR_SHARE = 0.95  # below this share of the target rate, the generator was the limit
 # Locust engine: sends later than this after their intended start (p95 of the
 # window), with slots free: the generator, not Keystone, held them back. Not
@@ -100,11 +106,11 @@ class Settings:
 
     @property
     def rally_scenario(self) -> str:
-        return SCENARIOS[self.scenario][0]
+        return PROBE_SCENARIOS[self.scenario][0]
 
     @property
     def action(self) -> str:
-        return SCENARIOS[self.scenario][1]
+        return PROBE_SCENARIOS[self.scenario][1]
 
     def times(self, rps: float) -> int:
         return int(math.ceil(rps * (self.warmup + self.window) - 1e-9))

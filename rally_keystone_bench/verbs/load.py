@@ -130,9 +130,9 @@ def run_locust(args: argparse.Namespace, settings: Any, out_dir: Path, run_dir: 
 
 def check_rally(settings: Any) -> None:
     """What the Rally engine cannot do; BenchError before any load."""
-    if settings.scenario not in capacity.SCENARIOS:
+    if settings.scenario not in capacity.PROBE_SCENARIOS:
         raise BenchError(
-            f"--engine rally runs {' and '.join(capacity.SCENARIOS)}; "
+            f"--engine rally runs {', '.join(capacity.PROBE_SCENARIOS)}; "
             f"{settings.scenario} runs on --engine locust"
         )
     if settings.expect_workers or settings.workers > 1:

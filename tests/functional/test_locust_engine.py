@@ -187,3 +187,24 @@ def test_load_verb_writes_the_report_and_summary(tmp_path):
     assert wl.iterations == 60  # the warm-up's 20 are not in the report
     assert (out / "summary.html").exists()
     assert "keystone.issue_token: service time p50" in proc.stdout
+
+
+def test_load_on_the_rally_engine_runs_the_lifecycle_too(tmp_path):
+    """--engine rally --scenario lifecycle: issue, validate, revoke, as Locust's lifecycle."""
+    proc = subprocess.run(
+        [
+            sys.executable, "-m", "rally_keystone_bench.cli", "load",
+            "--engine", "rally", "--scenario", "lifecycle",
+            "--rate", "5", "--duration", "4", "--warmup", "1",
+            "--target", "mock", "--mock-service-time", "2", "--reports-dir", str(tmp_path),
+        ],
+        capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+    (out,) = [p for p in Path(tmp_path).iterdir() if p.is_dir()]
+    (wl,) = results.load(out / "rally-report.json")
+    assert wl.scenario == "KeystoneTokens.lifecycle"
+    assert wl.iterations == 25 and wl.failed_iterations == 0
+    for action in ("keystone.issue_token", "keystone.validate_token", "keystone.revoke_token"):
+        assert wl.actions[action].count == 25, action
+        assert f"{action}: service time p50" in proc.stdout

@@ -21,7 +21,7 @@ from rally_keystone_bench import cli
         (["--users", "1", "--workers", "2"], "fewer than the 2 workers"),
         (["--master-bind", "192.0.2.7:5557"], "cannot listen on 192.0.2.7:5557"),
         (["--master-bind", "127.0.0.1:port"], "not a number"),
-        (["--engine", "rally", "--scenario", "lifecycle"], "runs on --engine locust"),
+        (["--engine", "rally", "--workers", "2"], "runs on this host only"),
     ],
 )
 def test_bad_input_is_one_line_and_exit_2(tmp_path, capsys, argv, reason):
