@@ -93,7 +93,7 @@ def cli_rst() -> str:
         "interrupted.\n",
         _literal(parser.format_help()),
     ]
-    for full, sub, help_, has_children in verbs(parser):
+    for full, sub, help_, _has_children in verbs(parser):
         sub.formatter_class = lambda prog: argparse.HelpFormatter(prog, width=88)
         out.append(f".. _cli-{full.replace(' ', '-')}:\n")
         out.append(_title(f"keystone-bench {full}", "-"))
@@ -105,14 +105,13 @@ def cli_rst() -> str:
 
 def plugins() -> list:
     """Our Rally plugins (every class the rally_plugins entry point registers)."""
-    import rally_keystone_bench.plugins as package
     from rally.common.plugin import plugin
+
+    import rally_keystone_bench.plugins as package
 
     for mod in pkgutil.walk_packages(package.__path__, package.__name__ + "."):
         importlib.import_module(mod.name)
-    ours = [
-        p for p in plugin.Plugin.get_all() if p.__module__.startswith("rally_keystone_bench.")
-    ]
+    ours = [p for p in plugin.Plugin.get_all() if p.__module__.startswith("rally_keystone_bench.")]
     return sorted(ours, key=lambda p: p.get_name())
 
 
