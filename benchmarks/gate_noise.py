@@ -5,7 +5,8 @@
 
 Runs ``keystone-bench gate`` again and again on a small task (one
 password-token and one validate workload, paired, ``tasks/gate.yaml`` sized
-by ``--issue-seconds``/``--validate-seconds``) while a noise injector keeps
+by ``--issue-seconds``/``--validate-seconds``, blocks of ``--block-seconds``
+1 s, so that a gate of about 90 s has enough of them) while a noise injector keeps
 one core busy for random stretches at random times, and prints (each gate's
 whole output is kept in ``WORK/<case>.out``):
 
@@ -121,7 +122,8 @@ def run_gate(label: str, baseline: str, candidate: str, options: list[str], args
         "--task", str(ROOT / "tasks" / "gate.yaml"),
         "--task-args", json.dumps({"issue_seconds": args.issue_seconds,
                                    "validate_seconds": args.validate_seconds}),
-        "--max-time", str(args.max_time), "--reports-dir", str(reports),
+        "--max-time", str(args.max_time), "--block-seconds", str(args.block_seconds),
+        "--reports-dir", str(reports),
     ]  # fmt: skip
     started = time.monotonic()
     proc = subprocess.run(cmd, cwd=work, capture_output=True, text=True)
@@ -150,6 +152,12 @@ def main() -> int:
     parser.add_argument("--issue-seconds", type=int, default=24)
     parser.add_argument("--validate-seconds", type=int, default=18)
     parser.add_argument("--max-time", type=float, default=90.0, help="each gate's --max-time")
+    parser.add_argument(
+        "--block-seconds",
+        type=float,
+        default=1.0,
+        help="each gate's --block-seconds (default 1: a 90 s gate needs the blocks)",
+    )
     parser.add_argument("--work", default=".keystone-bench/gate-noise")
     args = parser.parse_args()
     work = Path(args.work).resolve()
@@ -157,6 +165,10 @@ def main() -> int:
     print(f"machine: {_machine.describe()}")
     print(f"date: {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}")
     print(f"noise: one core busy U(2, 10) s after U(1, 6) s idle, random.Random({args.seed})")
+    print(
+        f"each gate: issue {args.issue_seconds} s + validate {args.validate_seconds} s of "
+        f"paired load, --block-seconds {args.block_seconds:g}, --max-time {args.max_time:g}"
+    )
     began = time.monotonic()
     tree = patched_tree(work) if args.ab_runs else None
     rounds12 = ["--baseline-option", "password_hash_rounds=12"]
