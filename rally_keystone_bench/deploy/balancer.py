@@ -12,8 +12,11 @@ about two seconds.
 
 from __future__ import annotations
 
+import csv
+import io
 import os
 import shutil
+import urllib.request
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -22,6 +25,8 @@ from rally_keystone_bench.errors import BenchError
 
 BALANCERS = ("haproxy",)
 INSTALL = "apt-get install haproxy"
+# Served by HAProxy itself on the auth URL's port; no Keystone path begins so.
+STATS_URI = "/haproxy-bench-stats"
 
 
 def executable() -> str:
@@ -58,7 +63,7 @@ def node_names(nodes: int) -> list[str]:
 
 
 def config(port: int, nodes: Sequence[tuple[str, int]]) -> str:
-    return files.render("haproxy.cfg", port=port, nodes=list(nodes))
+    return files.render("haproxy.cfg", port=port, nodes=list(nodes), stats_uri=STATS_URI)
 
 
 def command(run_dir: Path, port: int, nodes: Sequence[tuple[str, int]]) -> list[str]:
@@ -66,6 +71,27 @@ def command(run_dir: Path, port: int, nodes: Sequence[tuple[str, int]]) -> list[
     cfg = run_dir / "haproxy.cfg"
     cfg.write_text(config(port, nodes))
     return [executable(), "-f", str(cfg), "-db"]
+
+
+def node_states(port: int, timeout: float = 2.0) -> dict[str, str]:
+    """Each node's state as HAProxy sees it (``UP``, ``DOWN``, ``UP 1/2`` ...).
+
+    A node that answers on its own port may still be DOWN in HAProxy's view
+    until its next health check; until then HAProxy sends it nothing.
+    Empty when HAProxy does not answer yet.
+    """
+    url = f"http://127.0.0.1:{port}{STATS_URI};csv"
+    try:
+        with urllib.request.urlopen(url, timeout=timeout) as resp:
+            text = resp.read().decode("utf-8", "replace")
+    except OSError:
+        return {}
+    rows = csv.DictReader(io.StringIO(text.removeprefix("# ")))
+    return {
+        row["svname"]: row["status"]
+        for row in rows
+        if row.get("pxname") == "nodes" and row.get("svname") not in ("FRONTEND", "BACKEND")
+    }
 
 
 def requests_per_node(run_dir: Path) -> dict[str, int]:

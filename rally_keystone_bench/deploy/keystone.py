@@ -770,13 +770,29 @@ class LocalKeystone:
             self._check_cancelled()
             if not all(process.is_alive(p) for p in self.pids.values()):
                 raise BenchError(f"Keystone exited during start; see {self.server_log_path}")
-            nodes_up = all(_answers(f"http://127.0.0.1:{p}/v3") for _, p in self.nodes())
+            nodes_up = self._nodes_up()
             if nodes_up and self.answers() and self._admin_token_status() == 201:
                 return
             time.sleep(0.3)
         raise BenchError(
             f"Keystone did not answer within {START_TIMEOUT:.0f} s; see {self.server_log_path}"
         )
+
+    def _nodes_up(self) -> bool:
+        """Each node answers /v3 and HAProxy counts it UP (True without nodes).
+
+        HAProxy marks a node DOWN while it loads, and UP only at its next check
+        after it answers: a run started before that check would send every
+        request to the nodes that came up first.
+        """
+        nodes = self.nodes()
+        if not nodes:
+            return True
+        if not all(_answers(f"http://127.0.0.1:{p}/v3") for _, p in nodes):
+            return False
+        assert self.port is not None
+        states = balancing.node_states(self.port)
+        return all(states.get(name) == "UP" for name, _ in nodes)
 
     def _admin_token_status(self) -> int | None:
         body = json.dumps(

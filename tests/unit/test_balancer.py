@@ -89,3 +89,45 @@ def test_requests_per_node_count_token_requests_not_health_checks(tmp_path):
     counts = balancer.requests_per_node(tmp_path)
     assert counts == {"node1": 2, "node2": 1, "node10": 0}
     assert balancer.format_counts(counts) == "node1 2 (67%), node2 1 (33%), node10 0 (0%)"
+
+
+def test_node_states_is_haproxys_own_view_up_only_once_a_node_answers(tmp_path):
+    """A node that answers /v3 turns UP; one that never answers stays DOWN."""
+    import http.server
+    import threading
+    import time
+
+    from _packages import require_package
+
+    from rally_keystone_bench.deploy import process
+
+    require_package("haproxy", "haproxy")
+
+    class V3(http.server.BaseHTTPRequestHandler):
+        def do_GET(self):
+            self.send_response(200)
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+
+        def log_message(self, *args):
+            pass
+
+    answering = http.server.ThreadingHTTPServer(("127.0.0.1", 0), V3)
+    threading.Thread(target=answering.serve_forever, daemon=True).start()
+    front, silent = process.find_free_port(), process.find_free_port()
+    nodes = [("node1", answering.server_address[1]), ("node2", silent)]
+    pid = process.spawn(balancer.command(tmp_path, front, nodes), tmp_path / "haproxy.log")
+    try:
+        deadline = time.monotonic() + 15
+        states = {}
+        while time.monotonic() < deadline:
+            states = balancer.node_states(front)
+            if states.get("node1") == "UP" and states.get("node2", "").startswith("DOWN"):
+                break
+            time.sleep(0.2)
+        assert states.get("node1") == "UP", states
+        assert states.get("node2", "").startswith("DOWN"), states
+    finally:
+        process.terminate(pid)
+        answering.shutdown()
+    assert balancer.node_states(front, timeout=0.5) == {}
