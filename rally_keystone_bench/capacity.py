@@ -69,7 +69,9 @@ GENERATOR_SHARE = 0.95  # below this share of the target rate, the generator was
 # its sends run late because Keystone is slow, not the generator (seen: 1-1.7 s
 # at 48-50 rps on the 50-rps mock). Their response time still shows the wait.
 LAG_LIMIT_S = 0.25
-RAMP_STEPS = 8  # rates of the bracketing ramp, from --low to --high
+RAMP_STEPS = 16  # rates of the first bracketing ramp, from --low to --high
+REFINE_STEPS = 7  # rates of the second ramp, inside the first one's bracket
+RAMP_LATENCY_S = 2.0  # a ramp stops once its step's rate holds this much latency in flight
 ENGINES = ("rally", "locust")
 LATENCY_BUDGET_S = 5.0  # max_concurrency = rps * this: slots for 5 s of latency
 MIN_CONCURRENCY = 20
@@ -101,8 +103,17 @@ class Settings:
 
     @property
     def ramp_step_s(self) -> float:
-        """Seconds of each step of the bracketing ramp: a third of the window, 10 at least."""
-        return max(10.0, self.window / 3)
+        """Seconds of each step of a bracketing ramp: a sixth of the window, 5 at least.
+
+        A ramp only brackets N: the bisection and the confirmations that
+        follow run whole windows, and a step judged wrongly costs probes,
+        never a wrong N.
+        """
+        return max(5.0, self.window / 6)
+
+    def ramp_slots(self, rps: float) -> int:
+        """In-flight iterations at which a ramp stops in a step of RPS (2 s of answers)."""
+        return max(MIN_CONCURRENCY, int(math.ceil(rps * RAMP_LATENCY_S)))
 
     @property
     def rally_scenario(self) -> str:
@@ -114,6 +125,11 @@ class Settings:
 
     def times(self, rps: float) -> int:
         return int(math.ceil(rps * (self.warmup + self.window) - 1e-9))
+
+    def ramp_steps(self, rates: Sequence[float]) -> list[tuple[float, float]]:
+        """(rate, seconds) of the ramp through RATES; the first step carries the warm-up."""
+        step_s = self.ramp_step_s
+        return [(rates[0], self.warmup + step_s)] + [(r, step_s) for r in rates[1:]]
 
     def min_iterations(self, rps: float) -> int:
         """Points the slope needs past the warm-up: half the window's, 3 to 30."""
@@ -133,6 +149,17 @@ class Settings:
             "min_iterations": self.min_iterations(rps),
             "max_concurrency": self.max_concurrency(rps),
             "runner": self.runner,
+        }
+
+    def ramp_task_args(self, rates: Sequence[float]) -> dict[str, Any]:
+        """The probe task's arguments for one Rally run through the ramp's steps."""
+        steps = self.ramp_steps(rates)
+        top = max(rates)
+        return {
+            **self.task_args(top),
+            "ramp": [[rate, seconds] for rate, seconds in steps],
+            "times": sum(int(math.ceil(rate * seconds - 1e-9)) for rate, seconds in steps),
+            "max_concurrency": self.max_concurrency(top),
         }
 
 
@@ -283,6 +310,53 @@ def judge(probe: Probe, wl: Workload, settings: Settings) -> Probe:
     return probe
 
 
+def step_workload(wl: Workload, begin: float, end: float) -> Workload:
+    """The part of WL due in [BEGIN, END) (epoch seconds): one step of a ramp.
+
+    An iteration or action belongs to the step its intended start falls in
+    (its actual start where that is not known), so a send that ran late
+    still counts against the step that was due to send it.
+    """
+
+    def due(intended: np.ndarray | None, started: np.ndarray) -> np.ndarray:
+        if intended is None:
+            return started
+        return np.where(np.isfinite(intended), intended, started)
+
+    keep = due(wl.iteration_intended, wl.iteration_started)
+    keep = (keep >= begin) & (keep < end)
+    actions = {}
+    for name, a in wl.actions.items():
+        mine = due(a.intended, a.started_at)
+        mine = (mine >= begin) & (mine < end)
+        actions[name] = dataclasses.replace(
+            a,
+            duration=a.duration[mine],
+            started_at=a.started_at[mine],
+            failed=a.failed[mine],
+            intended=None if a.intended is None else a.intended[mine],
+        )
+    failed = wl.iteration_failed[keep]
+    return dataclasses.replace(
+        wl,
+        iteration_started=wl.iteration_started[keep],
+        iteration_duration=wl.iteration_duration[keep],
+        iteration_failed=failed,
+        iteration_intended=None if wl.iteration_intended is None else wl.iteration_intended[keep],
+        actions=actions,
+        errors=wl.errors if failed.any() else [],
+        sla=[],
+        load_duration=end - begin,
+    )
+
+
+def ramp_zero(wl: Workload) -> float:
+    """When the ramp's schedule began (epoch seconds): its first intended start."""
+    if wl.iteration_intended is not None and np.isfinite(wl.iteration_intended).any():
+        return float(np.nanmin(wl.iteration_intended))
+    return float(wl.iteration_started.min())
+
+
 def _known(action: Any) -> np.ndarray:
     return np.isfinite(action.intended)
 
@@ -325,8 +399,14 @@ def midpoint(lo: float, hi: float, settings: Settings) -> float:
 
 
 def estimated_probes(settings: Settings) -> int:
-    """About how many probes the search runs: log2 of the range in steps, plus two."""
+    """About how many probes the search runs: log2 of the range in steps, plus two.
+
+    With a ramp: two ramps, one probe inside their bracket, and the two
+    confirmations.
+    """
     steps = (settings.high - settings.low) / settings.precision
+    if settings.ramp and steps >= 2:
+        return 5
     return (math.ceil(math.log2(steps)) if steps > 1 else 0) + 2
 
 
@@ -334,16 +414,35 @@ def fmt(rate: float) -> str:
     return f"{rate:g}"
 
 
-def ramp_rates(settings: Settings, steps: int = RAMP_STEPS) -> list[float]:
-    """The rates of the bracketing ramp: --low to --high in equal steps, on the grid."""
-    if settings.high - settings.low < 2 * settings.precision:
-        return [settings.low]
+def ramp_rates(
+    settings: Settings,
+    low: float | None = None,
+    high: float | None = None,
+    steps: int = RAMP_STEPS,
+) -> list[float]:
+    """Rates of a bracketing ramp from LOW to HIGH: at most STEPS, equal steps on the grid.
+
+    The step is a whole number of --precision; the last rate is HIGH.
+    """
+    low = settings.low if low is None else low
+    high = settings.high if high is None else high
+    if high - low < 2 * settings.precision:
+        return [low]
+    grid = (high - low) / settings.precision / (steps - 1)
+    step = settings.precision * max(1, math.ceil(grid - 1e-9))
     rates = []
-    for i in range(steps):
-        rate = snap(settings.low + i * (settings.high - settings.low) / (steps - 1), settings)
-        if not rates or rate > rates[-1]:
-            rates.append(rate)
-    return rates
+    rate = low
+    while rate < high - 1e-9:
+        rates.append(round(rate, 6))
+        rate += step
+    return [*rates, round(high, 6)]
+
+
+def refine_rates(settings: Settings, lo: float, hi: float) -> list[float]:
+    """The second ramp's rates: from LO (passed) up to below HI (failed), or [] when narrow."""
+    if hi - lo <= 2 * settings.precision + 1e-9:
+        return []
+    return [r for r in ramp_rates(settings, lo, hi, REFINE_STEPS + 1) if r < hi - 1e-9]
 
 
 def find_capacity(
@@ -354,16 +453,22 @@ def find_capacity(
 ) -> Outcome:
     """Bisect [low, high] for N with PROBE(rate, role), then confirm N and N + precision.
 
-    With RAMP (one run whose rate rises through RAMP_RATES, a Probe judged per
-    step), the bisection starts from the bracket the ramp found: the last step
-    that passed before the first that did not.
+    With RAMP (one run whose rate rises through the rates it is given, a
+    Probe judged per step), the search brackets N first: a ramp from --low to
+    --high, then a finer one inside its bracket (from the last step that
+    passed up to the first that did not); the bisection starts from that.
     """
     probes: list[Probe] = []
     eps = settings.precision * 1e-6
     lo, hi = settings.low, settings.high  # lo is taken to pass, hi to fail, until probed
     hi_probe: Probe | None = None
-    if ramp is not None:
-        steps = ramp(ramp_rates(settings))
+    rates = ramp_rates(settings) if ramp is not None else []
+    if len(rates) < 3:  # a range of two grid steps or less: bisecting it is as quick
+        rates = []
+    for ramp_round in range(2):
+        if ramp is None or not rates:
+            break
+        steps = ramp(rates)
         probes.extend(steps)
         for step in steps:
             if not step.passed:
@@ -371,6 +476,8 @@ def find_capacity(
                 break
             lo = max(lo, step.rps)
         say(f"ramp: N in [{fmt(lo)}, {fmt(hi)}] rps")
+        # the finer ramp, once, when the first one found a step that failed
+        rates = refine_rates(settings, lo, hi) if ramp_round == 0 and hi_probe else []
 
     def run(rate: float, role: str) -> Probe:
         p = probe(rate, role)

@@ -300,7 +300,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--ramp",
         action=argparse.BooleanOptionalAction,
         default=None,
-        help="bracket N with one ramp probe first (default: on with --engine locust)",
+        help="bracket N with one ramp probe first (default: on, but with --runner rps)",
     )
     cap.add_argument("--target", choices=["local", "cloud", "mock"], default="local")
     cap.add_argument("--spec", default=None)

@@ -8,6 +8,7 @@ that an overloaded probe is stopped early.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import datetime
 import math
 import time
@@ -60,8 +61,12 @@ def check_settings(args: argparse.Namespace) -> capacity.Settings:
     locust_workers = getattr(args, "locust_workers", None) or 1
     if getattr(args, "locust_workers", None) is not None and args.locust_workers < 1:
         raise BenchError(f"--locust-workers must be at least 1, not {args.locust_workers}")
-    if engine == "rally" and getattr(args, "ramp", None):
-        raise BenchError("--ramp runs on --engine locust (Rally's probes bisect)")
+    runner = getattr(args, "runner", None) or "pooled_rps"
+    ramp = getattr(args, "ramp", None)
+    if engine == "rally" and runner != "pooled_rps" and ramp:
+        raise BenchError(f"--ramp runs on the pooled_rps runner, not --runner {runner}")
+    if ramp is None:  # default: bracket first, wherever the runner can ramp
+        ramp = engine == "locust" or runner == "pooled_rps"
     if low * window < 3:
         raise BenchError(
             f"--low {low:g} rps over a {window:g} s window gives fewer than 3 points "
@@ -76,12 +81,10 @@ def check_settings(args: argparse.Namespace) -> capacity.Settings:
         max_slope=max_slope,
         precision=precision,
         abort_on_sla_failure=getattr(args, "abort_on_sla_failure", True),
-        runner=getattr(args, "runner", None) or "pooled_rps",
+        runner=runner,
         engine=engine,
         locust_workers=locust_workers,
-        ramp=getattr(args, "ramp", None)
-        if getattr(args, "ramp", None) is not None
-        else engine == "locust",
+        ramp=ramp,
     )
 
 
@@ -94,7 +97,9 @@ class ProbeWatcher:
     rate (below 80 % of it after the warm-up, 5 s at least): Rally's own SLA
     abort sees results late on a busy machine, and once the runner waits for
     slots the latency stops growing, so an overloaded probe would otherwise
-    run several times its length.
+    run several times its length. A ramp (STEPS, its rates one after the
+    other) is held to each step's rate and slots: it stops in the first step
+    that has failed, and spends no time on the steps above it.
     """
 
     def __init__(
@@ -104,13 +109,34 @@ class ProbeWatcher:
         say: Callable[[str], None],
         number: int,
         planned: int,
+        steps: list[tuple[float, float]] | None = None,
+        slots_for: Callable[[float], int] | None = None,
     ) -> None:
-        self.rps, self.slots = float(task_args["rps"]), int(task_args["max_concurrency"])
+        rps, slots = float(task_args["rps"]), int(task_args["max_concurrency"])
+        self.steps = steps or [(rps, float(task_args["warmup"]) + float(task_args["window"]))]
+        self.slots_for = slots_for or (lambda _rate: slots)
         self.warmup = max(5.0, float(task_args["warmup"]))
-        self.planned_s = float(task_args["warmup"]) + float(task_args["window"])
+        self.planned_s = sum(seconds for _, seconds in self.steps)
         self.abort, self.say, self.number, self.planned = abort, say, number, planned
         self.t0 = self.last = time.monotonic()
         self.first: float | None = None  # when the first iteration started
+
+    def rate_at(self, since: float) -> float:
+        """The schedule's rate SINCE seconds after the first start."""
+        begin = 0.0
+        for rate, seconds in self.steps:
+            begin += seconds
+            if since < begin:
+                return rate
+        return self.steps[-1][0]
+
+    def due_by(self, since: float) -> float:
+        """Iterations the schedule has started SINCE seconds after the first (at most all)."""
+        due = begin = 0.0
+        for rate, seconds in self.steps:
+            due += rate * max(0.0, min(seconds, since - begin))
+            begin += seconds
+        return min(due, float(self.planned))
 
     def __call__(self, run: rally_task.TaskRun, line: str) -> None:
         c = run.counts
@@ -131,11 +157,11 @@ class ProbeWatcher:
     def reason_to_stop(self, c: rally_task.Counts, now: float) -> str | None:
         if c.failed:
             return "an iteration failed"
-        if c.started - c.done >= self.slots:
+        since = now - (self.first if self.first is not None else now)
+        if c.started - c.done >= self.slots_for(self.rate_at(since)):
             return SLOTS_FULL
-        since = now - (self.first or now)
-        if since > self.warmup and c.started < 0.8 * self.rps * since:
-            return f"{c.started} started in {since:.0f} s, behind {fmt(self.rps)} rps"
+        if since > self.warmup and c.started < 0.8 * self.due_by(since):
+            return f"{c.started} started in {since:.0f} s, behind {fmt(self.rate_at(since))} rps"
         if since > 2 * self.planned_s + 30:
             return "running past twice its length"
         return None
@@ -172,6 +198,41 @@ class RallyProber:
             return f"N >= {lo} rps so far"
         return f"N in [{lo}, {fmt(self.hi)}) rps so far"
 
+    def _run(
+        self, stem: str, task_args: dict[str, Any], watcher: ProbeWatcher
+    ) -> tuple[rally_task.TaskRun, Path, results.Workload]:
+        """One ``rally task start`` of the probe task; its run, JSON report and workload."""
+        s = self.settings
+        log_path = self.out_dir / f"{stem}.rally.log"
+        run = rally_task.start_task(
+            self.home,
+            self.env,
+            self.task_file,
+            {**task_args, **self.extra_args},
+            log_path,
+            # pooled_rps counts for itself: Rally's ITER lines are silenced (CPU).
+            config=self.home.quiet_config() if s.runner == "pooled_rps" else None,
+            extra=["--abort-on-sla-failure"] if s.abort_on_sla_failure else [],
+            watch=watcher,
+        )
+        json_path = self.out_dir / f"{stem}.json"
+        what = f"probe {watcher.number} ({stem})"
+        if run.uuid is None or not rally_task.json_report(self.home, run.uuid, json_path):
+            raise BenchError(
+                f"{what}: rally task start exited {run.rc} without a result; see {log_path}"
+            )
+        workloads = results.load(json_path)
+        if not workloads:
+            raise BenchError(f"{what} ran no workload (a context failed?); see {log_path}")
+        return run, json_path, workloads[0]
+
+    def _record(self, probe: capacity.Probe) -> None:
+        self.done.append(probe)
+        if probe.passed:
+            self.lo = probe.rps if self.lo is None else max(self.lo, probe.rps)
+        else:
+            self.hi = probe.rps if self.hi is None else min(self.hi, probe.rps)
+
     def __call__(self, rps: float, role: str) -> capacity.Probe:
         s = self.settings
         self.count += 1
@@ -180,48 +241,22 @@ class RallyProber:
         probe = capacity.Probe(
             k, role, rps, planned=s.times(rps), max_concurrency=s.max_concurrency(rps)
         )
-        stem = f"probe-{k:02d}-{fmt(rps)}rps"
         elapsed = elapsed_text(time.monotonic() - self.started)
         self.say(
             f"probe {k} of about {about} ({role}): {fmt(rps)} rps, {probe.planned} iterations "
             f"over {s.warmup + s.window:g} s; elapsed {elapsed}"
         )
         t0 = time.monotonic()
-        log_path = self.out_dir / f"{stem}.rally.log"
-        task_args = {**s.task_args(rps), **self.extra_args}
-        run = rally_task.start_task(
-            self.home,
-            self.env,
-            self.task_file,
-            task_args,
-            log_path,
-            # pooled_rps counts for itself: Rally's ITER lines are silenced (CPU).
-            config=self.home.quiet_config() if s.runner == "pooled_rps" else None,
-            extra=["--abort-on-sla-failure"] if s.abort_on_sla_failure else [],
-            watch=ProbeWatcher(task_args, s.abort_on_sla_failure, self.say, k, probe.planned),
-        )
+        task_args = s.task_args(rps)
+        watcher = ProbeWatcher(task_args, s.abort_on_sla_failure, self.say, k, probe.planned)
+        run, json_path, wl = self._run(f"probe-{k:02d}-{fmt(rps)}rps", task_args, watcher)
         probe.stopped_for = run.stopped_for
         probe.slots_full = probe.stopped_for == SLOTS_FULL
         probe.task_uuid = run.uuid
-        json_path = self.out_dir / f"{stem}.json"
-        if run.uuid is None or not rally_task.json_report(self.home, run.uuid, json_path):
-            raise BenchError(
-                f"probe {k} at {fmt(rps)} rps: rally task start exited {run.rc} "
-                f"without a result; see {log_path}"
-            )
-        workloads = results.load(json_path)
-        if not workloads:
-            raise BenchError(
-                f"probe {k} at {fmt(rps)} rps ran no workload (a context failed?); see {log_path}"
-            )
         probe.report = str(json_path)
-        capacity.judge(probe, workloads[0], s)
+        capacity.judge(probe, wl, s)
         probe.elapsed = time.monotonic() - t0
-        self.done.append(probe)
-        if probe.passed:
-            self.lo = rps if self.lo is None else max(self.lo, rps)
-        else:
-            self.hi = rps if self.hi is None else min(self.hi, rps)
+        self._record(probe)
         why = f"; stopped: {probe.stopped_for}" if probe.stopped_for else ""
         self.say(
             f"probe {k}: {fmt(rps)} rps -> {probe.verdict} ({probe.reason}) in "
@@ -229,6 +264,74 @@ class RallyProber:
             f"{self.verdict_so_far()}"
         )
         return probe
+
+    def ramp(self, rates: list[float]) -> list[capacity.Probe]:
+        """One Rally run through RATES (pooled_rps steps); a Probe judged per step.
+
+        The run stops in the first step with a failed iteration, every slot
+        of the step's rate in flight, or starts behind the schedule; the steps
+        it did not reach are left out.
+        """
+        s = self.settings
+        self.count += 1
+        k = self.count
+        steps = s.ramp_steps(rates)
+        task_args = s.ramp_task_args(rates)
+        elapsed = elapsed_text(time.monotonic() - self.started)
+        self.say(
+            f"probe {k} of about {max(self.expected, k)} (ramp): "
+            f"{', '.join(fmt(r) for r in rates)} rps, {s.ramp_step_s:g} s each after "
+            f"{s.warmup:g} s of warm-up; elapsed {elapsed}"
+        )
+        t0 = time.monotonic()
+        watcher = ProbeWatcher(
+            task_args,
+            s.abort_on_sla_failure,
+            self.say,
+            k,
+            task_args["times"],
+            steps=steps,
+            slots_for=s.ramp_slots,
+        )
+        run, json_path, wl = self._run(f"probe-{k:02d}-ramp", task_args, watcher)
+        zero = capacity.ramp_zero(wl)
+        parts = []
+        begin = 0.0
+        for i, (rate, seconds) in enumerate(steps):
+            lo, begin = begin + (s.warmup if i == 0 else 0.0), begin + seconds
+            half = 0.5 / rate  # a step's first iteration is due half a gap early at most
+            part = capacity.step_workload(wl, zero + lo - half, zero + begin - half)
+            if part.iterations == 0:
+                break  # the run stopped before this step
+            parts.append((rate, begin - lo, part))
+        out: list[capacity.Probe] = []
+        for i, (rate, seconds, part) in enumerate(parts):
+            probe = capacity.Probe(
+                k,
+                f"ramp {i + 1}/{len(rates)}",
+                rate,
+                planned=int(math.floor(rate * seconds + 1e-9)),
+                max_concurrency=s.ramp_slots(rate),
+                task_uuid=run.uuid,
+                report=str(json_path),
+            )
+            if i == len(parts) - 1:  # the run stopped in the last step it reached
+                probe.stopped_for = run.stopped_for
+                probe.slots_full = run.stopped_for == SLOTS_FULL
+            capacity.judge(probe, part, dataclasses.replace(s, warmup=0.0))
+            if probe.stopped_for and probe.passed:
+                # cut short in this step: it did not hold its rate to the end
+                behind = "behind" in probe.stopped_for
+                probe.verdict = capacity.GENERATOR if behind else capacity.SATURATED
+                probe.reason = f"the ramp stopped here: {probe.stopped_for}"
+            self._record(probe)
+            out.append(probe)
+            self.say(
+                f"probe {k} ({probe.role}): {fmt(rate)} rps -> {probe.verdict} ({probe.reason})"
+            )
+        if out:
+            out[-1].elapsed = time.monotonic() - t0
+        return out
 
 
 def elapsed_text(seconds: float) -> str:
@@ -305,10 +408,10 @@ def main(args: argparse.Namespace) -> int:
                     target = targets.describe(args.target, env.auth_url, mock)
                     rally_task.progress(f"target: {target}")
                     ldap = targets.identity_task_args(deployment, {})
-                    probers.append(
-                        RallyProber(env.home, env.name, settings, out_dir, extra_args=ldap)
-                    )
-                    outcome = capacity.find_capacity(settings, probers[0])
+                    prober = RallyProber(env.home, env.name, settings, out_dir, extra_args=ldap)
+                    probers.append(prober)
+                    ramp = prober.ramp if settings.ramp else None
+                    outcome = capacity.find_capacity(settings, prober, ramp=ramp)
     except (BenchError, KeyboardInterrupt):
         if probers and probers[0].done:  # keep what was measured
             partial = capacity.Outcome(

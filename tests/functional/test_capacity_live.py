@@ -3,6 +3,7 @@
 One worker with 20 ms of service time serves 50 token requests a second.
 Probes are short (3 s of warm-up, 8 s of window), so the search finishes in
 a few minutes; the tolerance is wider than the 10 % of the full-length run.
+The search brackets N with a ramp first (pooled_rps through its steps).
 """
 
 from __future__ import annotations
@@ -37,6 +38,12 @@ def test_the_search_finds_the_mock_capacity(tmp_path):
     assert 40 <= n <= 54, proc.stdout
     assert f"N = {n:g} rps" in proc.stdout
     probes = summary["probes"]
+    # one ramp through the range brackets N (its steps judged one by one) ...
+    ramp = [p for p in probes if p["role"].startswith("ramp")]
+    assert [p["rps"] for p in ramp[:4]] == [36, 40, 44, 48] and ramp[0]["number"] == 1
+    assert all(p["role"] == f"ramp {i}/8" for i, p in enumerate(ramp, 1))
+    assert not ramp[-1]["passed"] and probes[len(ramp)]["number"] == 2
+    # ... and the search ends by confirming N and N + precision
     assert [p["role"] for p in probes[-2:]] == ["confirm N", "confirm N+1"]
     assert not any(p["passed"] for p in probes if p["rps"] >= 56)  # 12 % past capacity
     assert all(p["sent_rate"] >= 0.95 * p["rps"] for p in probes if p["passed"])

@@ -40,6 +40,10 @@ SETTINGS = Settings("validate", low=1, high=200, warmup=10, window=30, max_slope
         (["--scenario", "validate", "--max-slope", "-0.01"], "--max-slope must not be negative"),
         (["--scenario", "nosuch"], "unknown scenario 'nosuch': choose one of authenticate"),
         (["--scenario", "validate", "--precision", "0"], "--precision must be above 0"),
+        (
+            ["--scenario", "validate", "--runner", "rps", "--ramp"],
+            "--ramp runs on the pooled_rps runner, not --runner rps",
+        ),
         (["--scenario", "validate", "--low", "0"], "--low must be above 0"),
         (["--scenario", "validate", "--window", "0"], "--window must be above 0"),
         (["--scenario", "validate", "--spec", "x.yaml"], "use it with --target cloud"),
@@ -346,8 +350,12 @@ def test_the_probe_task_runs_the_chosen_runner(runner):
 def test_runner_is_a_capacity_option():
     args = cli.build_parser().parse_args(["capacity", "--scenario", "validate", "--runner", "rps"])
     assert capacity_verb.check_settings(args).runner == "rps"
+    assert not capacity_verb.check_settings(args).ramp  # rps cannot step its rate
     args = cli.build_parser().parse_args(["capacity", "--scenario", "validate"])
     assert capacity_verb.check_settings(args).runner == "pooled_rps"
+    assert capacity_verb.check_settings(args).ramp  # both engines bracket first
+    args = cli.build_parser().parse_args(["capacity", "--scenario", "validate", "--no-ramp"])
+    assert not capacity_verb.check_settings(args).ramp
 
 
 def test_the_probe_task_takes_an_ldap_domains_users_when_given_one():
@@ -363,3 +371,171 @@ def test_the_probe_task_takes_an_ldap_domains_users_when_given_one():
     assert ldap["contexts"]["keystone_users"]["domain"] == "LDAP"
     (sql,) = yaml.safe_load(text.render(**settings.task_args(40)))["subtasks"]
     assert "existing" not in sql["contexts"]["keystone_users"]
+
+
+# -- the bracketing ramps ------------------------------------------------------
+RAMPED = Settings("validate", 1, 200, 10, 30, 0.01, 1, ramp=True)
+
+
+class RampModel(Model):
+    """Model's target, probed by ramps too: each step judged as a probe of its rate."""
+
+    def __init__(self, capacity_rps, **kw):
+        super().__init__(capacity_rps, **kw)
+        self.ramps: list[list[float]] = []
+        self.lucky: set[float] = set()
+
+    def ramp(self, rates):
+        self.ramps.append(list(rates))
+        number = len(self.probes) + 1
+        out = []
+        for i, rate in enumerate(rates):
+            verdict = OK if rate <= self.capacity else SLOPE
+            if rate in self.lucky:
+                self.lucky.discard(rate)
+                verdict = OK
+            out.append(Probe(number, f"ramp {i + 1}/{len(rates)}", rate, verdict=verdict))
+            if verdict != OK:
+                break  # the run stops in the first step that degrades
+        self.probes.append(out[-1])
+        return out
+
+
+def test_ramp_rates_are_equal_steps_on_the_grid_ending_at_high():
+    assert capacity.ramp_rates(RAMPED) == [1, 15, 29, 43, 57, 71, 85, 99, 113, 127, 141, 155,
+                                           169, 183, 197, 200]  # fmt: skip
+    assert capacity.refine_rates(RAMPED, 43, 57) == [43, 45, 47, 49, 51, 53, 55]
+    assert capacity.refine_rates(RAMPED, 49, 51) == []  # bisect what is left
+    narrow = Settings("validate", 36, 64, 3, 8, 0.01, 4, ramp=True)
+    assert capacity.ramp_rates(narrow) == [36, 40, 44, 48, 52, 56, 60, 64]
+
+
+@pytest.mark.parametrize("true_capacity", [1, 7.5, 50, 123, 199.5])
+def test_two_ramps_then_bisection_find_n_in_five_runs(true_capacity):
+    model = RampModel(true_capacity)
+    out = find_capacity(RAMPED, model, say=lambda s: None, ramp=model.ramp)
+    assert out.status == "found" and out.n == int(true_capacity) and out.confirmed
+    assert [p.rps for p in out.probes[-2:]] == [out.n, out.n + 1]
+    # two ramps, a probe or two inside their bracket, the two confirmations
+    assert len(model.ramps) == 2 and len(model.probes) <= capacity.estimated_probes(RAMPED) + 1
+    assert model.ramps[1][0] == max(r for r in model.ramps[0] if r <= true_capacity)
+
+
+def test_a_ramp_that_never_degrades_leaves_n_a_lower_bound_at_high():
+    model = RampModel(1000)
+    out = find_capacity(RAMPED, model, say=lambda s: None, ramp=model.ramp)
+    assert out.status == "lower bound" and out.n == 200
+    assert len(model.ramps) == 1  # nothing to refine
+
+
+def test_a_ramp_step_wrongly_passed_costs_probes_not_a_wrong_n():
+    # the first ramp's step at 57 rps passes by chance: its bracket is [57, 71]
+    model = RampModel(50)
+    model.lucky = {57}
+    out = find_capacity(RAMPED, model, say=lambda s: None, ramp=model.ramp)
+    assert out.n == 50 and out.status == "found" and out.confirmed
+    assert [p.rps for p in out.probes[-2:]] == [50, 51]
+
+
+def ramp_workload(rates_seconds, service, fail_at=None) -> results.Workload:
+    """Iterations of a ramp through RATES_SECONDS; SERVICE(rate) is each one's duration."""
+    data, t = [], 0.0
+    for rate, seconds in rates_seconds:
+        for i in range(int(rate * seconds)):
+            start = synthetic.T0 + t + i / rate
+            d = service(rate, i / rate)
+            failed = fail_at is not None and abs(start - synthetic.T0 - fail_at) < 1e-9
+            data.append(
+                {
+                    "duration": d,
+                    "timestamp": start,
+                    "intended_start": start,
+                    "idle_duration": 0.0,
+                    "error": ["InternalServerError", "boom (HTTP 500)", ""] if failed else [],
+                    "output": {"additive": [], "complete": []},
+                    "atomic_actions": [
+                        {
+                            "name": "keystone.validate_token",
+                            "children": [],
+                            "started_at": start,
+                            "finished_at": start + d,
+                            **({"failed": True} if failed else {}),
+                        }
+                    ],
+                }
+            )
+        t += seconds
+    wl = synthetic.workload(data, scenario="KeystoneTokens.validate", runner_type="pooled_rps")
+    return results.from_report(synthetic.report([wl]))[0]
+
+
+def test_each_step_of_a_ramp_is_judged_on_its_own_iterations():
+    steps = [(10, 15), (20, 5), (40, 5)]  # 10 s of warm-up in the first step
+    # flat at 10 and 20 rps; at 40 rps the latency grows 0.1 s every second
+    wl = ramp_workload(steps, lambda rate, t: 0.02 + (0.1 * (t % 5) if rate == 40 else 0))
+    zero = capacity.ramp_zero(wl)
+    assert zero == synthetic.T0
+    s = RAMPED
+    verdicts = []
+    for (rate, _), (lo, hi) in zip(steps, [(10, 15), (15, 20), (20, 25)], strict=True):
+        part = capacity.step_workload(wl, zero + lo - 0.5 / rate, zero + hi - 0.5 / rate)
+        assert part.iterations == rate * 5  # its own, none of the neighbours'
+        probe = Probe(1, "ramp", rate, planned=rate * 5, max_concurrency=s.ramp_slots(rate))
+        capacity.judge(probe, part, Settings("validate", 1, 200, 0, 30, 0.01, 1))
+        verdicts.append(probe.verdict)
+        assert probe.sent_rate == pytest.approx(rate)
+    assert verdicts == [OK, OK, SLOPE]
+
+
+def test_a_failure_in_a_step_degrades_that_step_only():
+    wl = ramp_workload([(10, 10), (20, 5)], lambda rate, t: 0.02, fail_at=12.0)
+    zero = capacity.ramp_zero(wl)
+    first = capacity.step_workload(wl, zero - 0.05, zero + 10 - 0.05)
+    second = capacity.step_workload(wl, zero + 10 - 0.025, zero + 15 - 0.025)
+    assert (first.failed_iterations, second.failed_iterations) == (0, 1)
+    assert first.errors == [] and second.errors[0].status == 500
+
+
+def test_the_ramp_task_runs_pooled_rps_through_the_steps_without_a_slope_sla():
+    import jinja2
+    import yaml
+
+    text = jinja2.Environment().from_string(capacity.probe_task_path().read_text())
+    args = RAMPED.ramp_task_args([1, 15, 29])
+    (subtask,) = yaml.safe_load(text.render(**args))["subtasks"]
+    runner = subtask["runner"]["pooled_rps"]
+    assert runner["rps"] == {"steps": [[1, 15.0], [15, 5.0], [29, 5.0]]}
+    assert runner["times"] == 15 + 75 + 145 and runner["max_concurrency"] == 145
+    assert set(subtask["sla"]) == {"failure_rate"}
+
+
+def test_the_watcher_holds_a_ramp_to_each_steps_rate_and_slots():
+    task_args = RAMPED.ramp_task_args([10, 20])
+    w = capacity_verb.ProbeWatcher(
+        task_args, True, print, 1, task_args["times"],
+        steps=RAMPED.ramp_steps([10, 20]), slots_for=RAMPED.ramp_slots,
+    )  # fmt: skip
+    assert [w.rate_at(t) for t in (0, 14.9, 15, 19.9, 25)] == [10, 10, 20, 20, 20]
+    assert w.due_by(15) == 150 and w.due_by(17.5) == 200 and w.due_by(100) == 250
+    w.first = 0.0
+    # at 10 rps, 20 in flight hold 2 s of answers: the ramp stops; 19 do not
+    assert w.reason_to_stop(rally_counts(150, 130), 14) == capacity_verb.SLOTS_FULL
+    assert w.reason_to_stop(rally_counts(150, 131), 14) is None
+    # at 20 rps the slots are 40, and 150 started by 16 s is on schedule
+    assert w.reason_to_stop(rally_counts(150, 125), 16) is None
+    # by 19 s 230 were due: 150 is behind
+    assert "behind 20 rps" in w.reason_to_stop(rally_counts(150, 150), 19)
+    assert w.reason_to_stop(rally_counts(150, 150, failed=1), 16) == "an iteration failed"
+
+
+def rally_counts(started: int, done: int, failed: int = 0):
+    from rally_keystone_bench.driver import task as rally_task
+
+    return rally_task.Counts(started=started, done=done, failed=failed)
+
+
+def test_a_range_of_two_grid_steps_is_bisected_without_a_ramp():
+    narrow = Settings("validate", 70, 80, 3, 8, 0.01, 10, ramp=True)
+    model = RampModel(100)
+    out = find_capacity(narrow, model, say=lambda s: None, ramp=model.ramp)
+    assert model.ramps == [] and out.n == 80

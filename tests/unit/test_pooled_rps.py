@@ -139,3 +139,48 @@ def test_each_iteration_records_its_intended_start_and_a_late_one_shows():
         assert r["timestamp"] >= r["intended_start"] - 1e-3  # never ahead of its schedule
     last = max(results, key=lambda r: r["intended_start"])
     assert last["timestamp"] - last["intended_start"] > 0.1  # waited for the one slot
+
+
+def test_steps_space_each_steps_iterations_at_its_rate_one_step_after_the_other():
+    steps = [(10.0, 1.0), (20.0, 0.5), (40.0, 1.0)]
+    offsets = [pooled_rps.step_offset(i, steps, 1) for i in range(30)]
+    # 10 in the first second, 10 in the next half second, then 40 a second
+    assert offsets[:10] == pytest.approx([i / 10 for i in range(10)])
+    assert offsets[10:20] == pytest.approx([1.0 + i / 20 for i in range(10)])
+    assert offsets[20:30] == pytest.approx([1.5 + i / 40 for i in range(10)])
+    # two processes share each rate: each sends half, at half the rate
+    assert pooled_rps.step_offset(5, steps, 2) == pytest.approx(1.0)
+    # past the last step the last rate goes on
+    assert pooled_rps.step_offset(70, steps, 1) == pytest.approx(2.5 + 10 / 40)
+
+
+def test_a_stepped_schedule_runs_through_the_worker_never_early():
+    global RECORD
+    RECORD = Recorder()
+    results = ListQueue()
+    context = {"task": {"uuid": "task"}, "owner_id": "w"}
+    cfg = {"steps": [[20, 0.5], [60, 0.5]]}
+    pooled_rps._worker_process(
+        results, itertools.count(), None, 40, 4, context, Sleepy, "run", {}, ListQueue(),
+        threading.Event(), None, cfg, 1, {"processes_counter": 0, "processes_to_start": 1},
+    )  # fmt: skip
+    assert len(results) == 40 and not any(r["error"] for r in results)
+    due = sorted(r["intended_start"] for r in results)
+    gaps = [b - a for a, b in zip(due, due[1:], strict=False)]
+    assert gaps[:9] == pytest.approx([1 / 20] * 9, abs=1e-6)
+    assert gaps[10:] == pytest.approx([1 / 60] * 29, abs=1e-6)
+    assert all(r["timestamp"] >= r["intended_start"] - 1e-3 for r in results)
+
+
+def test_steps_are_valid_config_and_a_ramp_ending_below_its_start_is_not():
+    import jsonschema
+
+    schema = pooled_rps.PooledRPSScenarioRunner.CONFIG_SCHEMA
+    jsonschema.validate({"times": 9, "rps": {"steps": [[1, 5], [2.5, 5]]}}, schema)
+    for bad in ({"steps": []}, {"steps": [[1]]}, {"steps": [[0, 5]]}, {"steps": [[1, 5]], "x": 1}):
+        with pytest.raises(jsonschema.ValidationError):
+            jsonschema.validate({"times": 9, "rps": bad}, schema)
+    check = pooled_rps.CheckPooledRPS()
+    check.validate(None, None, None, {"rps": {"steps": [[1, 5]]}, "times": 9})
+    with pytest.raises(Exception, match="must not be less than"):
+        check.validate(None, None, None, {"rps": {"start": 5, "end": 2, "step": 1}, "times": 9})

@@ -91,8 +91,7 @@ class LocustProber:
         self.count += 1
         k = self.count
         step_s = s.ramp_step_s
-        steps = [schedule.Step(rates[0], s.warmup + step_s)]
-        steps += [schedule.Step(r, step_s) for r in rates[1:]]
+        steps = [schedule.Step(rate, seconds) for rate, seconds in s.ramp_steps(rates)]
         users = connections(s, max(rates))
         self.say(
             f"probe {k} (ramp): {', '.join(fmt(r) for r in rates)} rps, {step_s:g} s each "

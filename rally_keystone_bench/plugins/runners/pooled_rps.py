@@ -3,7 +3,11 @@
 Same configuration and the same schedule as ``rps`` (iteration *i* of a
 process starts no earlier than *i* / rate after the process starts; at most
 ``max_concurrency`` in flight; ``rps`` may ramp with start/end/step), the same
-worker processes, result queue, ITER log lines and abort. What differs is
+worker processes, result queue, ITER log lines and abort. ``rps`` may also
+be a list of steps, ``{"steps": [[rate, seconds], ...]}``: the rates one
+after the other, each for its seconds, the last one for as long as ``times``
+lasts (the capacity search's ramp probe). Each step's iterations are spaced
+exactly at its rate; no step makes up for another. What differs is
 what an iteration costs the load generator:
 
 - ``rps`` starts a new thread for every iteration and deep-copies the whole
@@ -53,6 +57,26 @@ LOG = logging.getLogger(__name__)
 
 _SCHEMA = copy.deepcopy(rps.RPSScenarioRunner.CONFIG_SCHEMA)
 del _SCHEMA["properties"]["timeout"]
+_SCHEMA["properties"]["rps"]["anyOf"].append(
+    {
+        "type": "object",
+        "description": "Rates one after the other: [[rate, seconds], ...].",
+        "properties": {
+            "steps": {
+                "type": "array",
+                "minItems": 1,
+                "items": {
+                    "type": "array",
+                    "minItems": 2,
+                    "maxItems": 2,
+                    "items": {"type": "number", "exclusiveMinimum": 0},
+                },
+            }
+        },
+        "required": ["steps"],
+        "additionalProperties": False,
+    }
+)
 
 PROGRESS_INTERVAL = 1.0
 
@@ -62,6 +86,30 @@ def _iteration_context(iteration: int, context: dict[str, Any]) -> dict[str, Any
     ctx = dict(context)
     ctx["iteration"] = iteration + 1  # numbered from 1, as Rally does
     return ctx
+
+
+def rate_steps(rps_cfg: Any) -> list[tuple[float, float]] | None:
+    """The ``[[rate, seconds], ...]`` of a stepped ``rps``; None for the other forms."""
+    if isinstance(rps_cfg, dict) and "steps" in rps_cfg:
+        return [(float(rate), float(seconds)) for rate, seconds in rps_cfg["steps"]]
+    return None
+
+
+def step_offset(i: int, steps: list[tuple[float, float]], processes: int) -> float:
+    """Seconds after its start when a process's iteration I is due.
+
+    Each of PROCESSES sends its share of every step's rate; iteration I is
+    due when the schedule has reached I iterations (0 is due at once). Past
+    the last step, the last rate goes on.
+    """
+    begin = done = 0.0
+    for k, (rate, seconds) in enumerate(steps):
+        share = rate / processes
+        if k == len(steps) - 1 or i < done + share * seconds - 1e-9:
+            return begin + (i - done) / share
+        done += share * seconds
+        begin += seconds
+    raise AssertionError("unreachable: the last step returns")
 
 
 def _worker_process(
@@ -85,7 +133,11 @@ def _worker_process(
 
     The arguments are those Rally gives ``rps``'s worker process.
     """
-    rate = rps_cfg["start"] if isinstance(rps_cfg, dict) else rps_cfg
+    steps = rate_steps(rps_cfg)
+    if steps is not None:
+        rate = steps[0][0]
+    else:
+        rate = rps_cfg["start"] if isinstance(rps_cfg, dict) else rps_cfg
     runner._log_worker_info(times=times, rps=rate, cls=cls, method_name=method_name, args=args)
     # Processes start staggered over one interval, as with rps.
     time.sleep((1.0 / rate) * info["processes_counter"] / info["processes_to_start"])
@@ -137,9 +189,13 @@ def _worker_process(
     started = 0
     due = start
     while started < times and not aborted.is_set():
-        # The schedule: iteration i no earlier than i / rate (the rate may ramp).
+        # The schedule: iteration i no earlier than i / rate (the rate may ramp
+        # as rps does, or go through steps).
         while not aborted.is_set():
-            due = start + started / runs_per_second(rps_cfg, start, processes_to_start)
+            if steps is not None:
+                due = start + step_offset(started, steps, processes_to_start)
+            else:
+                due = start + started / runs_per_second(rps_cfg, start, processes_to_start)
             wait = due - time.time()
             if wait <= 0:
                 break
@@ -173,7 +229,17 @@ def _worker_process(
     LOG.debug(f"pooled_rps worker: {started} iterations on {len(threads)} threads")
 
 
-@validation.add("check_rps")
+@validation.configure("check_pooled_rps")
+class CheckPooledRPS(validation.Validator):
+    """rps's own check (a ramp's end not below its start); steps pass the schema."""
+
+    def validate(self, context, config, plugin_cls, plugin_cfg):  # noqa: ANN001, ANN201
+        cfg = (plugin_cfg or {}).get("rps")
+        if isinstance(cfg, dict) and "start" in cfg and cfg["end"] < cfg["start"]:
+            self.fail("rps end value must not be less than rps start value.")
+
+
+@validation.add("check_pooled_rps")
 @runner.configure(name="pooled_rps")
 class PooledRPSScenarioRunner(rps.RPSScenarioRunner):
     """rps, with reusable iteration threads and a one-level context copy.
