@@ -415,4 +415,6 @@ def _task_aborting(task_uuid: str) -> bool:
     except Exception:  # no DB (unit tests, validation): not aborting
         return False
     # A soft abort lets the current workload finish: only a hard one stops setup.
-    return status == consts.TaskStatus.ABORTING
+    # Rally may mark the task ``aborted`` at once, while our setup still runs
+    # (seen with rally 4: ``running`` then ``aborted``, never ``aborting``).
+    return status in (consts.TaskStatus.ABORTING, consts.TaskStatus.ABORTED)

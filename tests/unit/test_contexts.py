@@ -406,3 +406,19 @@ def test_keystone_users_without_keystone_tenants_says_what_to_add():
     with pytest.raises(exceptions.ContextSetupFailure, match="add keystone_tenants"):
         users_ctx.setup()
     assert "users" not in ctx or ctx["users"] == []
+
+
+@pytest.mark.parametrize(
+    "status, stops",
+    [("running", False), ("soft_aborting", False), ("aborting", True), ("aborted", True)],
+)
+def test_setup_stops_on_a_hard_abort_whether_rally_says_aborting_or_aborted(
+    monkeypatch, status, stops
+):
+    # Rally 5 moves a task from running straight to aborted on `rally task
+    # abort` while our contexts still set up: both mean stop.
+    from rally.common import objects
+
+    monkeypatch.setattr(objects.Task, "get_status", staticmethod(lambda uuid: status))
+    watch = _admin.AbortWatch("a-task-uuid")
+    assert watch() is stops
