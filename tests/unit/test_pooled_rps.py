@@ -184,3 +184,12 @@ def test_steps_are_valid_config_and_a_ramp_ending_below_its_start_is_not():
     check.validate(None, None, None, {"rps": {"steps": [[1, 5]]}, "times": 9})
     with pytest.raises(Exception, match="must not be less than"):
         check.validate(None, None, None, {"rps": {"start": 5, "end": 2, "step": 1}, "times": 9})
+
+
+def test_processes_of_a_stepped_schedule_interleave_in_every_step():
+    # two processes, each half of each rate: together exactly the step's spacing,
+    # and no process lags a whole gap of the first (slow) rate into later steps
+    steps = [(1.0, 4.0), (20.0, 1.0)]
+    due = sorted(pooled_rps.step_offset(i + p / 2, steps, 2) for p in (0, 1) for i in range(12))
+    assert due[:4] == pytest.approx([0, 1, 2, 3])
+    assert due[4:24] == pytest.approx([4 + i / 20 for i in range(20)])

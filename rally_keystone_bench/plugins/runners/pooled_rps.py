@@ -139,8 +139,13 @@ def _worker_process(
     else:
         rate = rps_cfg["start"] if isinstance(rps_cfg, dict) else rps_cfg
     runner._log_worker_info(times=times, rps=rate, cls=cls, method_name=method_name, args=args)
-    # Processes start staggered over one interval, as with rps.
-    time.sleep((1.0 / rate) * info["processes_counter"] / info["processes_to_start"])
+    # Processes start staggered over one interval, as with rps. With steps the
+    # stagger is a phase of the schedule instead: a delay fixed at the first
+    # rate would shift every later step of this process and blur each step's
+    # boundary by a gap of the first rate (a second at 1 rps).
+    phase = info["processes_counter"] / info["processes_to_start"]
+    if steps is None:
+        time.sleep((1.0 / rate) * phase)
 
     slots = threading.BoundedSemaphore(max_concurrent)
     work: queue_module.SimpleQueue = queue_module.SimpleQueue()
@@ -193,7 +198,7 @@ def _worker_process(
         # as rps does, or go through steps).
         while not aborted.is_set():
             if steps is not None:
-                due = start + step_offset(started, steps, processes_to_start)
+                due = start + step_offset(started + phase, steps, processes_to_start)
             else:
                 due = start + started / runs_per_second(rps_cfg, start, processes_to_start)
             wait = due - time.time()
