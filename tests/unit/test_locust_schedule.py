@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -112,3 +113,17 @@ def test_bad_settings_are_refused():
         schedule.check(schedule.steps_of(5, 10), "constant", 0)
     with pytest.raises(ValueError, match="arrival"):
         schedule.check(schedule.steps_of(5, 10), "bursty", 1)
+
+
+def test_the_locustfile_stops_a_ramp_on_the_limits_the_judge_uses():
+    # The locustfile runs without our package's capacity module on a worker
+    # host; its copies of the two limits must not drift from the judge's.
+    import re
+
+    from rally_keystone_bench import capacity
+    from rally_keystone_bench.engines.locust import schedule as _schedule
+
+    text = (Path(_schedule.__file__).parent / "locustfile.py").read_text()
+    for name in ("LAG_LIMIT_S", "RAMP_LATENCY_S"):
+        (value,) = re.findall(rf"^{name} = ([0-9.]+)", text, re.M)
+        assert float(value) == getattr(capacity, name), name

@@ -56,6 +56,7 @@ from rally_keystone_bench.engines.locust import schedule
 LOG = logging.getLogger("keystone-bench")
 CHUNK = 5000  # samples per message from a worker
 LAG_LIMIT_S = 0.25  # a send this late: the step is degraded (capacity.LAG_LIMIT_S)
+RAMP_LATENCY_S = 2.0  # an answer this long after its due time, too (capacity.RAMP_LATENCY_S)
 HTTP_STACKS = ("gevent", "keystoneauth")
 
 
@@ -85,8 +86,8 @@ def add_options(parser: Any) -> None:
     parser.add_argument(
         "--ks-stop-when-degraded",
         action="store_true",
-        help="a ramp: a worker sends nothing past the step in which a request failed or "
-        "went out more than 0.25 s late",
+        help="a ramp: a worker sends nothing past the step in which a request failed, "
+        "went out more than 0.25 s late or was answered more than 2 s after it was due",
     )
     parser.add_argument("--ks-out", default="locust-out", help="master: where files go")
 
@@ -533,6 +534,8 @@ class KeystoneTokenUser(User):
             if sent - due > LAG_LIMIT_S:
                 w.degraded(due)
             self.one(w, k, due)
+            if clock() - due > RAMP_LATENCY_S:
+                w.degraded(due)  # the step holds 2 s of answers: saturated
         w.user_done()
         raise StopUser()
 
