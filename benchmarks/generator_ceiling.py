@@ -284,6 +284,9 @@ def wrk_rate(ks: MockKeystone, seconds: float, connections: int, threads: int) -
 
 # Unreachable on a small machine: the runner starts iterations as fast as it can.
 TARGET = 100_000
+# Share of the plain loop's rate each runner should reach: rps, Rally's own,
+# as first measured; pooled_rps, ours, the load generator's target.
+RATE_TARGETS = {"rps": 0.7, "pooled_rps": 0.85}
 
 # Rally's stock runner, and ours (rally_keystone_bench/runners/pooled_rps.py)
 RUNNERS = ("rps", "pooled_rps")
@@ -324,10 +327,12 @@ def main() -> int:
                     "start-up and report)"
                 )
                 ratio = rally["rate"] / plain["rate"] if plain["rate"] else float("nan")
-                verdict = "meets" if ratio >= 0.7 else "below"
+                # Rally's own runner is measured for reference; ours has the target.
+                goal = RATE_TARGETS[runner]
+                verdict = "meets" if ratio >= goal else "below"
                 cpu = per_thousand(rally["cpu"], rally["iterations"])
                 print(
-                    f"  ratio to the plain loop: {ratio:.2f} ({verdict} the 0.7 target); "
+                    f"  ratio to the plain loop: {ratio:.2f} ({verdict} the {goal:g} target); "
                     f"{cpu:.2f} CPU-s per 1,000 requests, {cpu / plain_cpu:.2f}x the loop's"
                 )
                 noop = rally_noop_rate(
