@@ -28,11 +28,14 @@ ones, or dividing by Rally's load duration (which includes waiting for the
 last answers), would blame the generator for Keystone's errors and latency.
 Throughput (successful iterations per second of load) is reported beside it.
 
-The search bisects [--low, --high] on a linear scale, the probe rates on a
-grid of --precision; a probe above N fails early under
---abort-on-sla-failure, so a high first guess is cheap. It then repeats N
-and N + precision ("confirm"); when a confirmation contradicts the search,
-it resumes from there (two rounds at most).
+The search first brackets N with ramps (one run whose rate rises step by
+step, each step judged as a probe on the iterations due in it): 16 steps
+over [--low, --high], then 7 inside the bracket that found. It bisects what
+is left on a linear scale, the probe rates on a grid of --precision (with
+--no-ramp, the whole range); a probe above N fails early under
+--abort-on-sla-failure, so a high guess is cheap. It then repeats N and
+N + precision ("confirm"); when a confirmation contradicts the search, it
+resumes from there (two rounds at most).
 """
 
 from __future__ import annotations
