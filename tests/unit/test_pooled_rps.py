@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import collections
 import itertools
 import threading
 import time
@@ -44,8 +45,19 @@ class Sleepy(scenario.Scenario):
 
 
 class ListQueue(list):
+    """The result queue: what the runner process sends, its batches taken apart."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.events: list[dict] = []
+        self.batches = 0
+
     def put(self, item) -> None:
-        self.append(item)
+        assert item[0] == pooled_rps.BATCH
+        _, events, results = item
+        self.batches += 1
+        self.events.extend(events)
+        self.extend(results)
 
 
 def run_worker(times: int, rate: float, concurrency: int, args: dict, aborted=None) -> list:
@@ -193,3 +205,71 @@ def test_processes_of_a_stepped_schedule_interleave_in_every_step():
     due = sorted(pooled_rps.step_offset(i + p / 2, steps, 2) for p in (0, 1) for i in range(12))
     assert due[:4] == pytest.approx([0, 1, 2, 3])
     assert due[4:24] == pytest.approx([4 + i / 20 for i in range(20)])
+
+
+def test_a_slot_is_added_only_when_every_slot_is_busy():
+    # 20 quick iterations at 100 rps: the one slot is always free when the
+    # next is due, so no second thread starts
+    results = run_worker(times=20, rate=100, concurrency=8, args={})
+    assert len(results) == 20
+    assert len(RECORD.threads) == 1
+
+
+def test_results_and_events_travel_in_batches():
+    results = run_worker(times=30, rate=10_000, concurrency=2, args={})
+    assert len(results) == 30
+    assert sorted(e["value"] for e in results.events) == list(range(1, 31))
+    assert all(e["type"] == "iteration" for e in results.events)
+    assert results.batches < 30  # not a message per result
+
+
+def _rally_result(**changes):
+    result = {
+        "duration": 0.1, "timestamp": 1.0, "idle_duration": 0.0, "error": [],
+        "output": {"additive": [], "complete": []},
+        "atomic_actions": [
+            {"name": "a", "started_at": 1.0, "finished_at": 1.1, "children": [
+                {"name": "b", "started_at": 1.0, "finished_at": 1.05, "children": []}]}
+        ],
+    }  # fmt: skip
+    result.update(changes)
+    return result
+
+
+def test_the_parents_check_of_a_result_is_rallys():
+    from rally.common.objects import task as rally_task
+
+    fake_task = rally_task.Task.__new__(rally_task.Task)
+    fake_task.task = {"uuid": "t"}
+    nested_bad = _rally_result()
+    nested_bad["atomic_actions"][0]["children"][0]["finished_at"] = "late"
+    cases = [
+        _rally_result(),
+        _rally_result(error=["Boom", "bad", "tb"]),
+        nested_bad,
+        _rally_result(output={"additive": []}),
+        _rally_result(duration=1),
+        _rally_result(error=[1]),
+    ]
+    for case in cases:
+        assert pooled_rps._valid_result(case) == fake_task.result_has_valid_schema(case)
+    assert [pooled_rps._valid_result(c) for c in cases] == [True, True, False, False, False, False]
+    # the check does not change the result it walks
+    good = _rally_result()
+    pooled_rps._valid_result(good)
+    assert good == _rally_result()
+
+
+def test_rallys_process_takes_the_batches_apart():
+    runner = pooled_rps.PooledRPSScenarioRunner.__new__(pooled_rps.PooledRPSScenarioRunner)
+    runner.task = {"uuid": "t"}
+    runner.batch_size = 0
+    runner.result_batch = []
+    runner.result_queue = collections.deque()
+    runner.event_queue = collections.deque()
+    events = [{"type": "iteration", "value": 1}, {"type": "iteration", "value": 2}]
+    late, early = _rally_result(timestamp=2.0), _rally_result(timestamp=1.0)
+    runner._take((pooled_rps.BATCH, events, [late, _rally_result(duration="x"), early]))
+    assert list(runner.event_queue) == events
+    # the malformed result is dropped, as Rally drops it; the others arrive
+    assert [r["timestamp"] for batch in runner.result_queue for r in batch] == [2.0, 1.0]
