@@ -1,12 +1,19 @@
-"""The one builder of keystoneauth sessions: kept-alive connections, no retries.
+"""The one builder of sessions: kept-alive connections, no retries.
 
-keystoneauth1 and requests are imported when the first session is built:
-the scenarios that use this module are loaded by Rally with every plugin.
+``build`` makes a keystoneauth session (admin calls, and token requests that
+go through a proxy); ``token_session`` makes the session a TokenClient sends
+its token requests with: a ``DirectSession`` (urllib3, no requests layer)
+when no proxy applies, else a keystoneauth one.
+
+keystoneauth1, requests and urllib3 are imported when the first session is
+built: the scenarios that use this module are loaded by Rally with every plugin.
 """
 
 from __future__ import annotations
 
+import json as jsonlib
 import os
+import urllib.parse
 from collections.abc import Mapping
 from typing import Any
 
@@ -42,7 +49,25 @@ def build(
         env = os.environ
         verify = env.get("REQUESTS_CA_BUNDLE") or env.get("CURL_CA_BUNDLE") or True
     http.trust_env = False
-    return ks_session.Session(auth=auth, session=http, verify=verify, cert=cert)
+    return ks_session.Session(
+        auth=auth, session=http, verify=verify, cert=cert, user_agent=user_agent()
+    )
+
+
+_USER_AGENT: list[str] = []
+
+
+def user_agent() -> str:
+    """What our requests say they are: this tool, then keystoneauth's own default.
+
+    Given to the session once: keystoneauth otherwise builds the header
+    again for every request. Keystone's access log shows it.
+    """
+    if not _USER_AGENT:
+        from keystoneauth1 import session as ks_session
+
+        _USER_AGENT.append(f"rally-keystone-bench {ks_session.DEFAULT_USER_AGENT}")
+    return _USER_AGENT[0]
 
 
 def password_auth(credential: Mapping[str, Any]) -> Any:
@@ -71,3 +96,136 @@ def admin_session(credential: Mapping[str, Any], pool_size: int = 1) -> Any:
         pool_size=pool_size,
         pool_connections=2,
     )
+
+
+class Response:
+    """What TokenClient reads of an answer, as requests' Response names it."""
+
+    __slots__ = ("status_code", "headers", "content", "reason")
+
+    def __init__(self, status: int, headers: Any, content: bytes, reason: str) -> None:
+        self.status_code = status
+        self.headers = headers  # case-insensitive get() and []
+        self.content = content
+        self.reason = reason
+
+    def json(self) -> Any:
+        return jsonlib.loads(self.content)
+
+    @property
+    def text(self) -> str:
+        return self.content.decode("utf-8", "replace")
+
+
+class DirectSession:
+    """The part of keystoneauth's Session that TokenClient uses, straight over urllib3.
+
+    keystoneauth -> requests -> urllib3 spent about 340 us of client CPU per
+    token request on one core here, urllib3 alone about 135 us
+    (benchmarks/generator_ceiling.py shows what that does to the load a
+    runner process can send). The same connection pools, TLS checks (CA
+    file or directory, client certificate, ``verify=False``) and timeouts,
+    without requests' per-request preparation (environment, cookies, hooks,
+    redirects), which a token request does not use. Proxies are not
+    handled here: ``token_session`` gives a keystoneauth session when one
+    applies.
+
+    ``request(url, method, headers=, params=, json=, timeout=, ...)`` takes
+    the keystoneauth arguments TokenClient passes and ignores the rest;
+    transport failures raise keystoneauth's ConnectFailure (ConnectTimeout
+    for a timeout), the errors TokenClient turns into its own.
+    """
+
+    def __init__(
+        self,
+        url: str,
+        *,
+        verify: bool | str = True,
+        cert: Any = None,
+        pool_size: int = 1,
+        pool_connections: int = 4,
+        timeout: float | None = None,
+    ) -> None:
+        import urllib3
+
+        tls: dict[str, Any] = {}
+        if urllib.parse.urlsplit(url).scheme == "https":
+            if verify is False:
+                tls["cert_reqs"] = "CERT_NONE"
+            else:
+                # what requests does: a CA file or directory, else certifi's bundle
+                if verify is True:
+                    import certifi
+
+                    verify = certifi.where()
+                tls["cert_reqs"] = "CERT_REQUIRED"
+                tls["ca_cert_dir" if os.path.isdir(verify) else "ca_certs"] = verify
+            if cert:
+                tls["cert_file"], tls["key_file"] = (
+                    cert if isinstance(cert, tuple) else (cert, None)
+                )
+        self._urllib3 = urllib3
+        self.pools = urllib3.PoolManager(
+            num_pools=pool_connections, maxsize=max(pool_size, 1), retries=False, **tls
+        )
+        self.timeout = timeout
+        self.user_agent = user_agent()
+
+    def request(
+        self,
+        url: str,
+        method: str,
+        headers: Mapping[str, str] | None = None,
+        params: Mapping[str, str] | None = None,
+        json: Any = None,
+        timeout: float | None = None,
+        **_ignored: Any,
+    ) -> Response:
+        from keystoneauth1 import exceptions as ks_exc
+
+        sent = {"User-Agent": self.user_agent, **(headers or {})}
+        if params:
+            url += ("&" if "?" in url else "?") + urllib.parse.urlencode(params)
+        body = None
+        if json is not None:
+            body = jsonlib.dumps(json).encode()
+            sent.setdefault("Content-Type", "application/json")
+        timeout = timeout if timeout is not None else self.timeout
+        errors = self._urllib3.exceptions
+        try:
+            resp = self.pools.urlopen(
+                method,
+                url,
+                body=body,
+                headers=sent,
+                redirect=False,
+                retries=False,
+                timeout=self._urllib3.Timeout(connect=timeout, read=timeout),
+            )
+        except (errors.ConnectTimeoutError, errors.ReadTimeoutError) as exc:
+            raise ks_exc.ConnectTimeout(f"Request to {url} timed out: {exc}") from None
+        except (errors.HTTPError, OSError) as exc:
+            raise ks_exc.ConnectFailure(f"Unable to establish connection to {url}: {exc}") from None
+        return Response(resp.status, resp.headers, resp.data, resp.reason or "")
+
+    def close_connections(self) -> None:
+        """Close every kept-alive connection (a fresh-connection client, after each request)."""
+        self.pools.clear()
+
+
+def token_session(
+    url: str, *, verify: bool | str = True, cert: Any = None, pool_size: int = 1
+) -> Any:
+    """The session a TokenClient sends its token requests with.
+
+    A DirectSession when no proxy applies to URL; through a proxy, a
+    keystoneauth session (``build``), which knows how to use one.
+    """
+    import requests
+
+    if requests.utils.get_environ_proxies(url):
+        return build(url, verify=verify, cert=cert, pool_size=pool_size)
+    if verify is True:
+        env = os.environ
+        verify = env.get("REQUESTS_CA_BUNDLE") or env.get("CURL_CA_BUNDLE") or True
+    return DirectSession(url, verify=verify, cert=cert, pool_size=pool_size)

@@ -41,11 +41,12 @@ def shorten(value: str | None) -> str | None:
 class Token:
     """A token value that does not reveal itself in repr() or str()."""
 
-    __slots__ = ("_value", "expires_at")
+    __slots__ = ("_value", "expires_at", "_expires")
 
     def __init__(self, value: str, expires_at: str | None = None) -> None:
         self._value = value
         self.expires_at = expires_at
+        self._expires: tuple[str, float] | None = None  # (expires_at, parsed), once
 
     @property
     def value(self) -> str:
@@ -59,9 +60,14 @@ class Token:
 
     def seconds_left(self, now: float | None = None) -> float | None:
         """Seconds until the token expires, or None if its expiry is unknown."""
-        if not self.expires_at:
+        stamp = self.expires_at
+        if not stamp:
             return None
-        return _parse_time(self.expires_at) - (time.time() if now is None else now)
+        # asked before every iteration that uses the token: parse it once
+        parsed = self._expires
+        if parsed is None or parsed[0] != stamp:
+            parsed = self._expires = (stamp, _parse_time(stamp))
+        return parsed[1] - (time.time() if now is None else now)
 
     def __repr__(self) -> str:
         return f"<Token {self.id}...>"
@@ -266,6 +272,24 @@ def _scope_of(body: Mapping[str, Any]) -> str:
     return "unscoped"
 
 
+# keystoneauth's exception base and its session logger, looked up once (keystoneauth
+# is imported when the first session is built, not when Rally loads the plugins):
+# passing the logger spares keystoneauth a logging.getLogger, and its lock, per request
+_KS: dict[str, Any] = {}
+
+
+def _keystoneauth() -> dict[str, Any]:
+    import logging
+
+    from keystoneauth1 import exceptions
+
+    _KS.update(
+        logger=logging.getLogger("keystoneauth1.session"),
+        ClientException=exceptions.ClientException,
+    )
+    return _KS
+
+
 def _no_timer() -> contextlib.AbstractContextManager:
     return contextlib.nullcontext()
 
@@ -306,7 +330,7 @@ class TokenClient:
         self._secrets: set[str] = set()
         self._lock = threading.Lock()
         if session is None:
-            session = client_session.build(
+            session = client_session.token_session(
                 self.base_url, verify=verify, cert=cert, pool_size=pool_size
             )
         self.session = session
@@ -493,12 +517,14 @@ class TokenClient:
         headers = {"Accept": "application/json", **headers}
         if self.fresh_connection:
             headers["Connection"] = "close"
+        ks = _KS or _keystoneauth()
         kwargs: dict[str, Any] = {
             "headers": headers,
             "authenticated": False,
             "raise_exc": False,
             "redirect": False,
             "log": False,
+            "logger": ks["logger"],
             "connect_retries": 0,
             "timeout": self.timeout,
         }
@@ -506,9 +532,6 @@ class TokenClient:
             kwargs["params"] = params
         if json_body is not None:
             kwargs["json"] = json_body
-        from keystoneauth1 import exceptions as ks_exc
-
-        all_secrets = list(secrets) + list(headers.get(h, "") for h in _SECRET_HEADERS)
         try:
             with (timer or _no_timer)():
                 start = time.perf_counter()
@@ -520,13 +543,13 @@ class TokenClient:
                     raise TokenRequestError(
                         operation,
                         resp.status_code,
-                        scrub(_error_message(resp), all_secrets + list(self._secrets)),
+                        scrub(_error_message(resp), self._all_secrets(secrets, headers)),
                         elapsed,
                     )
-        except ks_exc.ClientException as exc:
+        except ks["ClientException"] as exc:
             # Connection refused, timeouts...: the same one error type, with
             # status 0, and keystoneauth's message scrubbed all the same.
-            message = scrub(str(exc), all_secrets + list(self._secrets))
+            message = scrub(str(exc), self._all_secrets(secrets, headers))
             raise TokenRequestError(operation, 0, message) from None
         finally:
             # After the timer: a fresh-connection client never reuses one.
@@ -534,7 +557,19 @@ class TokenClient:
                 self._drop_connections()
         return resp, elapsed
 
+    def _all_secrets(self, secrets: Any, headers: Mapping[str, str]) -> list[str]:
+        """What an error message about this request must not show."""
+        return [
+            *secrets,
+            *(headers.get(h, "") for h in _SECRET_HEADERS),
+            *self._secrets,
+        ]
+
     def _drop_connections(self) -> None:
+        close = getattr(self.session, "close_connections", None)
+        if close is not None:  # a DirectSession
+            close()
+            return
         http = getattr(self.session, "session", None)
         for adapter in getattr(http, "adapters", {}).values():
             adapter.close()

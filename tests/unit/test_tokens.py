@@ -10,6 +10,7 @@ from datetime import datetime, timezone
 import pytest
 from fake_keystone import EXPIRES, FakeKeystone, serving
 
+from rally_keystone_bench.clients import session as client_session
 from rally_keystone_bench.clients.tokens import (
     Token,
     TokenClient,
@@ -327,9 +328,57 @@ def test_the_environment_is_read_once_not_per_request(keystone, monkeypatch):
     monkeypatch.setenv("HTTP_PROXY", "http://proxy.invalid:3128")
     monkeypatch.setenv("NO_PROXY", "127.0.0.1")
     client = TokenClient(f"http://127.0.0.1:{keystone.server_address[1]}/v3")
-    assert client.session.session.trust_env is False
+    # no proxy for Keystone: token requests go straight over urllib3
+    assert isinstance(client.session, client_session.DirectSession)
     remote = TokenClient("http://keystone.example:5000/v3")
+    # through a proxy: keystoneauth and requests, the environment read once
+    assert remote.session.session.trust_env is False
     assert remote.session.session.proxies["http"] == "http://proxy.invalid:3128"
     # NO_PROXY is honoured: the local client still reaches Keystone directly
     monkeypatch.delenv("NO_PROXY")
     assert client.issue(AUTH).status == 201
+
+
+def test_requests_say_who_sends_them(keystone, client):
+    client.issue(AUTH)
+    assert keystone.requests[-1]["headers"]["User-Agent"].startswith(
+        "rally-keystone-bench keystoneauth1/"
+    )
+
+
+@pytest.fixture
+def tls_keystone(tmp_path):
+    """The fake Keystone over TLS, with a self-signed certificate for 127.0.0.1."""
+    import shutil
+    import ssl
+    import subprocess
+
+    if not shutil.which("openssl"):
+        pytest.skip("needs the openssl command: apt-get install openssl")
+    cert, key = tmp_path / "cert.pem", tmp_path / "key.pem"
+    subprocess.run(
+        ["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1",
+         "-keyout", str(key), "-out", str(cert), "-subj", "/CN=127.0.0.1",
+         "-addext", "subjectAltName=IP:127.0.0.1"],
+        check=True, capture_output=True,
+    )  # fmt: skip
+    server = FakeKeystone(fixed_token=ISSUED, track_tokens=False)
+    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    ctx.load_cert_chain(cert, key)
+    server.socket = ctx.wrap_socket(server.socket, server_side=True)
+    with serving(server):
+        yield f"https://127.0.0.1:{server.server_address[1]}/v3", str(cert)
+
+
+def test_tls_is_checked_as_requests_checks_it(tls_keystone, monkeypatch):
+    url, cert = tls_keystone
+    monkeypatch.delenv("REQUESTS_CA_BUNDLE", raising=False)
+    monkeypatch.delenv("CURL_CA_BUNDLE", raising=False)
+    # the server's certificate as the CA file (a cloud's https_cacert)
+    assert TokenClient(url, verify=cert).issue(AUTH).status == 201
+    # the default CA bundle does not know a self-signed certificate
+    with pytest.raises(TokenRequestError) as caught:
+        TokenClient(url, timeout=5).issue(AUTH)
+    assert caught.value.status == 0 and "CERTIFICATE_VERIFY_FAILED" in caught.value.message
+    # https_insecure
+    assert TokenClient(url, verify=False).issue(AUTH).status == 201

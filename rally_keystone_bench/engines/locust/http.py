@@ -19,22 +19,7 @@ import json as jsonlib
 import urllib.parse
 from typing import Any
 
-
-class Response:
-    __slots__ = ("status_code", "headers", "content", "reason")
-
-    def __init__(self, status: int, headers: dict[str, str], content: bytes, reason: str) -> None:
-        self.status_code = status
-        self.headers = headers
-        self.content = content
-        self.reason = reason
-
-    def json(self) -> Any:
-        return jsonlib.loads(self.content)
-
-    @property
-    def text(self) -> str:
-        return self.content.decode("utf-8", "replace")
+from rally_keystone_bench.clients.session import Response
 
 
 class _Headers(dict):
