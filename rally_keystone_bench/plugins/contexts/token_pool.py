@@ -14,6 +14,7 @@ from __future__ import annotations
 import collections
 import dataclasses
 import threading
+from collections.abc import Callable
 from typing import Any
 
 from rally import consts, exceptions
@@ -205,11 +206,12 @@ def _issue(client: tk.TokenClient, user: dict, scope: str, stats: RetryStats) ->
     return call(attempt, what, stats)
 
 
-def next_token(context: dict, client: tk.TokenClient) -> str:
+def next_token(context: dict, client: tk.TokenClient | Callable[[], tk.TokenClient]) -> str:
     """The next pooled token for this iteration's user, replaced first when near expiry.
 
     Call it before the scenario's timer: a replacement is one more token
-    request, sent with CLIENT and timed by nothing.
+    request, sent with CLIENT and timed by nothing. CLIENT may be a function
+    that returns the client, called only when a token is replaced.
     """
     pool = context.get("token_pool")
     if not pool:
@@ -232,6 +234,8 @@ def next_token(context: dict, client: tk.TokenClient) -> str:
     left = token.seconds_left() if token is not None else None
     if token is None or (left is not None and left < pool["min_ttl"]):
         owner = user if user is not None else _find_user(context, user_id)
+        if callable(client):
+            client = client()
         token = _issue(client, owner, pool["scope"], RetryStats())
         with _lock:
             _replaced[(user_id, index)] = token

@@ -193,7 +193,7 @@ class Authenticate(_TokenScenario):
             )
 
 
-def _pool_token(context: dict, client: TokenClient) -> str:
+def _pool_token(context: dict, client: TokenClient | Any) -> str:
     """A token from the token_pool context (round-robin, refreshed)."""
     from rally_keystone_bench.plugins.contexts.token_pool import next_token
 
@@ -226,16 +226,20 @@ class Validate(_TokenScenario):
         """
         with self._leases():
             _, auth = self._user()
-            issuer = self._issuer()
             validator = self._validator()
             pooled = bool(self.context.get("token_pool"))
             token = None
             statuses = []
             for _ in range(repetitions):
                 if pooled:
-                    token = _pool_token(self.context, issuer)
+                    # an issuer only when a pooled token must be replaced
+                    token = _pool_token(self.context, self._issuer)
                 elif token is None:
-                    token = issuer.issue(auth, "password", "project", include_catalog=False).token
+                    token = (
+                        self._issuer()
+                        .issue(auth, "password", "project", include_catalog=False)
+                        .token
+                    )
                 if method == "HEAD":
                     result = validator.check(
                         token, allow_expired=allow_expired, timer=self._timer(CHECK)
