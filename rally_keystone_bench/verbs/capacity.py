@@ -61,6 +61,13 @@ def check_settings(args: argparse.Namespace) -> capacity.Settings:
     locust_workers = getattr(args, "locust_workers", None) or 1
     if getattr(args, "locust_workers", None) is not None and args.locust_workers < 1:
         raise BenchError(f"--locust-workers must be at least 1, not {args.locust_workers}")
+    if getattr(args, "workers", None) is not None and getattr(args, "target", "local") != "local":
+        # --workers is the local Keystone's; a Locust user may read it as load.py's
+        hint = ": the Locust engine's worker processes are --locust-workers K"
+        raise BenchError(
+            f"--workers is the local Keystone's server processes (--target local), "
+            f"not --target {args.target}" + (hint if engine == "locust" else "")
+        )
     runner = getattr(args, "runner", None) or "pooled_rps"
     ramp = getattr(args, "ramp", None)
     if engine == "rally" and runner != "pooled_rps" and ramp:

@@ -539,3 +539,17 @@ def test_a_range_of_two_grid_steps_is_bisected_without_a_ramp():
     model = RampModel(100)
     out = find_capacity(narrow, model, say=lambda s: None, ramp=model.ramp)
     assert model.ramps == [] and out.n == 80
+
+
+@pytest.mark.parametrize("engine", ["locust", "rally"])
+def test_workers_off_the_local_target_is_refused_not_ignored(engine, capsys):
+    # capacity's --workers is the local Keystone's; `load --workers` is Locust's.
+    # A Locust user typing --workers 2 against the mock must not get 1 worker silently.
+    argv = ["capacity", "--scenario", "validate", "--engine", engine, "--workers", "2",
+            "--target", "mock"]  # fmt: skip
+    assert cli.main(argv) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "--target local" in err
+    assert ("--locust-workers K" in err) == (engine == "locust")
+    args = cli.build_parser().parse_args(argv[:-2] + ["--target", "local"])
+    assert capacity_verb.check_settings(args).engine == engine
