@@ -120,10 +120,10 @@ class Response:
 class DirectSession:
     """The part of keystoneauth's Session that TokenClient uses, straight over urllib3.
 
-    keystoneauth -> requests -> urllib3 spent about 340 us of client CPU per
-    token request on one core here, urllib3 alone about 135 us
-    (benchmarks/generator_ceiling.py shows what that does to the load a
-    runner process can send). The same connection pools, TLS checks (CA
+    About half the client CPU per token request of keystoneauth -> requests
+    -> urllib3 (``benchmarks/client_cpu.py`` prints both;
+    ``benchmarks/generator_ceiling.py`` what that does to the load a runner
+    process can send). The same connection pools, TLS checks (CA
     file or directory, client certificate, ``verify=False``) and timeouts,
     without requests' per-request preparation (environment, cookies, hooks,
     redirects), which a token request does not use. Proxies are not
