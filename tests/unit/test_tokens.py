@@ -349,15 +349,15 @@ def test_requests_say_who_sends_them(keystone, client):
 @pytest.fixture
 def tls_keystone(tmp_path):
     """The fake Keystone over TLS, with a self-signed certificate for 127.0.0.1."""
-    import shutil
     import ssl
     import subprocess
 
-    if not shutil.which("openssl"):
-        pytest.skip("needs the openssl command: apt-get install openssl")
+    from _packages import require_package
+
+    openssl = require_package("openssl", "openssl")
     cert, key = tmp_path / "cert.pem", tmp_path / "key.pem"
     subprocess.run(
-        ["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1",
+        [openssl, "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1",
          "-keyout", str(key), "-out", str(cert), "-subj", "/CN=127.0.0.1",
          "-addext", "subjectAltName=IP:127.0.0.1"],
         check=True, capture_output=True,
