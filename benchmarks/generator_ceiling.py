@@ -324,7 +324,7 @@ TARGET = 100_000
 # as first measured; pooled_rps, ours, the load generator's target.
 RATE_TARGETS = {"rps": 0.7, "pooled_rps": 0.85}
 
-# Rally's stock runner, and ours (rally_keystone_bench/runners/pooled_rps.py)
+# Rally's stock runner, and ours (rally_keystone_bench/plugins/runners/pooled_rps.py)
 RUNNERS = ("rps", "pooled_rps")
 
 
