@@ -269,7 +269,7 @@ def test_rallys_process_takes_the_batches_apart():
     runner.event_queue = collections.deque()
     events = [{"type": "iteration", "value": 1}, {"type": "iteration", "value": 2}]
     late, early = _rally_result(timestamp=2.0), _rally_result(timestamp=1.0)
-    runner._take((pooled_rps.BATCH, events, [late, _rally_result(duration="x"), early]))
+    runner._send_result((pooled_rps.BATCH, events, [late, _rally_result(duration="x"), early]))
     assert list(runner.event_queue) == events
     # the malformed result is dropped, as Rally drops it; the others arrive
     assert [r["timestamp"] for batch in runner.result_queue for r in batch] == [2.0, 1.0]

@@ -269,13 +269,13 @@ def _worker_process(
                 i = state["nxt"]
                 state["nxt"] += 1
             while True:
-                wait = due_of(i) - time.time()
+                due = due_of(i)
+                wait = due - time.time()
                 if wait <= 0 or aborted.is_set():
                     break
                 time.sleep(min(wait, 0.05))
             if aborted.is_set():
                 return
-            due = due_of(i)
             ctx = _iteration_context(next(iteration_gen), context)
             with lock:
                 counts["started"] += 1
@@ -353,44 +353,30 @@ class PooledRPSScenarioRunner(rps.RPSScenarioRunner):
 
     CONFIG_SCHEMA = _SCHEMA
 
-    def _join_processes(self, process_pool: Any, result_queue: Any, event_queue: Any) -> None:
-        """Rally's loop, taking our batches apart: until every process has ended,
-        then what is left in the queue."""
-        while process_pool:
-            while process_pool and not process_pool[0].is_alive():
-                process_pool.popleft().join()
-            if result_queue.empty() and event_queue.empty():
-                time.sleep(0.01)
-            while not event_queue.empty():
-                self.send_event(**event_queue.get())
-            while not result_queue.empty():
-                self._take(result_queue.get())
-        self._flush_results()
-        result_queue.close()
-        event_queue.close()
+    def _send_result(self, item: Any) -> None:
+        """What Rally's loop over the result queue hands on: our batches, taken apart.
 
-    def _take(self, item: Any) -> None:
+        Rally's ``_send_result``, with ``_valid_result`` for its deep-copying
+        check; a batch's events go to ``send_event`` first, as Rally's loop
+        sends the event queue before the result queue.
+        """
         if isinstance(item, tuple) and item and item[0] == BATCH:
             _, events, results = item
             for event in events:
                 self.send_event(**event)
-            for result in results:
-                self._send_result(result)
         else:
-            self._send_result(item)
-
-    def _send_result(self, result: Any) -> None:
-        # Rally's _send_result, with _valid_result for its deep-copying check
-        if not _valid_result(result):
-            LOG.warning(
-                f"Task {self.task['uuid']} | Runner `{self.get_name()}` is trying to "
-                "send results in wrong format"
-            )
-            return
-        self.result_batch.append(result)
-        if len(self.result_batch) >= self.batch_size:
-            self.result_queue.append(sorted(self.result_batch, key=lambda r: r["timestamp"]))
-            del self.result_batch[:]
+            results = [item]
+        for result in results:
+            if not _valid_result(result):
+                LOG.warning(
+                    f"Task {self.task['uuid']} | Runner `{self.get_name()}` is trying to "
+                    "send results in wrong format"
+                )
+                continue
+            self.result_batch.append(result)
+            if len(self.result_batch) >= self.batch_size:
+                self.result_queue.append(sorted(self.result_batch, key=lambda r: r["timestamp"]))
+                del self.result_batch[:]
 
     @staticmethod
     def _create_process_pool(processes_to_start: int, worker_process: Any, args_gen: Any) -> Any:
