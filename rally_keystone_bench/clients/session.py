@@ -11,6 +11,7 @@ built: the scenarios that use this module are loaded by Rally with every plugin.
 
 from __future__ import annotations
 
+import functools
 import json as jsonlib
 import os
 import urllib.parse
@@ -45,29 +46,49 @@ def build(
     http.mount("http://", adapter)
     http.mount("https://", adapter)
     http.proxies = requests.utils.get_environ_proxies(url)
-    if verify is True:
-        env = os.environ
-        verify = env.get("REQUESTS_CA_BUNDLE") or env.get("CURL_CA_BUNDLE") or True
     http.trust_env = False
     return ks_session.Session(
-        auth=auth, session=http, verify=verify, cert=cert, user_agent=user_agent()
+        auth=auth, session=http, verify=_ca_bundle(verify), cert=cert, user_agent=user_agent()
     )
 
 
-_USER_AGENT: list[str] = []
+def _ca_bundle(verify: bool | str) -> bool | str:
+    """VERIFY, with True replaced by the environment's CA bundle, as requests reads it."""
+    if verify is True:
+        env = os.environ
+        return env.get("REQUESTS_CA_BUNDLE") or env.get("CURL_CA_BUNDLE") or True
+    return verify
 
 
+@functools.cache
 def user_agent() -> str:
     """What our requests say they are: this tool, then keystoneauth's own default.
 
     Given to the session once: keystoneauth otherwise builds the header
     again for every request. Keystone's access log shows it.
     """
-    if not _USER_AGENT:
-        from keystoneauth1 import session as ks_session
+    from keystoneauth1 import session as ks_session
 
-        _USER_AGENT.append(f"rally-keystone-bench {ks_session.DEFAULT_USER_AGENT}")
-    return _USER_AGENT[0]
+    return f"rally-keystone-bench {ks_session.DEFAULT_USER_AGENT}"
+
+
+def encode(
+    headers: Mapping[str, str] | None, params: Mapping[str, str] | None, json: Any
+) -> tuple[str, dict[str, str], bytes | None]:
+    """A token request's query string, headers and body, as our sessions send them.
+
+    The keystoneauth arguments TokenClient passes (``headers=``, ``params=``,
+    ``json=``), for the sessions that speak HTTP themselves (DirectSession,
+    the Locust engine's GeventSession): our User-Agent, the query
+    urlencoded, a JSON body with its Content-Type.
+    """
+    sent = {"User-Agent": user_agent(), **(headers or {})}
+    query = urllib.parse.urlencode(params) if params else ""
+    body = None
+    if json is not None:
+        body = jsonlib.dumps(json).encode()
+        sent.setdefault("Content-Type", "application/json")
+    return query, sent, body
 
 
 def password_auth(credential: Mapping[str, Any]) -> Any:
@@ -169,7 +190,6 @@ class DirectSession:
             num_pools=pool_connections, maxsize=max(pool_size, 1), retries=False, **tls
         )
         self.timeout = timeout
-        self.user_agent = user_agent()
 
     def request(
         self,
@@ -183,13 +203,9 @@ class DirectSession:
     ) -> Response:
         from keystoneauth1 import exceptions as ks_exc
 
-        sent = {"User-Agent": self.user_agent, **(headers or {})}
-        if params:
-            url += ("&" if "?" in url else "?") + urllib.parse.urlencode(params)
-        body = None
-        if json is not None:
-            body = jsonlib.dumps(json).encode()
-            sent.setdefault("Content-Type", "application/json")
+        query, sent, body = encode(headers, params, json)
+        if query:
+            url += ("&" if "?" in url else "?") + query
         timeout = timeout if timeout is not None else self.timeout
         errors = self._urllib3.exceptions
         try:
@@ -225,7 +241,4 @@ def token_session(
 
     if requests.utils.get_environ_proxies(url):
         return build(url, verify=verify, cert=cert, pool_size=pool_size)
-    if verify is True:
-        env = os.environ
-        verify = env.get("REQUESTS_CA_BUNDLE") or env.get("CURL_CA_BUNDLE") or True
-    return DirectSession(url, verify=verify, cert=cert, pool_size=pool_size)
+    return DirectSession(url, verify=_ca_bundle(verify), cert=cert, pool_size=pool_size)

@@ -15,11 +15,10 @@ exception TokenClient turns into its own error.
 
 from __future__ import annotations
 
-import json as jsonlib
 import urllib.parse
 from typing import Any
 
-from rally_keystone_bench.clients.session import Response
+from rally_keystone_bench.clients.session import Response, encode
 
 
 class _Headers(dict):
@@ -63,16 +62,10 @@ class GeventSession:
         from keystoneauth1 import exceptions as ks_exc
 
         parts = urllib.parse.urlsplit(url)
-        uri = parts.path or "/"
-        if params:
-            uri += "?" + urllib.parse.urlencode(params)
-        body = b""
-        sent_headers = dict(headers or {})
-        if json is not None:
-            body = jsonlib.dumps(json).encode()
-            sent_headers["Content-Type"] = "application/json"
+        query, sent, body = encode(headers, params, json)
+        uri = (parts.path or "/") + ("?" + query if query else "")
         try:
-            resp = self.client.request(method, uri, body=body, headers=sent_headers)
+            resp = self.client.request(method, uri, body=body or b"", headers=sent)
             try:
                 content = resp.read()
             finally:
