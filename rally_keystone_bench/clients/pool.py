@@ -22,10 +22,6 @@ _IDLE: dict[tuple, list[TokenClient]] = {}
 _SOURCE_TOKENS: dict[tuple, Token] = {}
 _APP_CREDENTIALS: dict[tuple, UserAuth] = {}
 _LOCK = threading.Lock()
-# This process's pid, part of every key: a forked child must not use its
-# parent's clients. Kept here (asked at every lease) and renewed at fork.
-_PID = [os.getpid()]
-os.register_at_fork(after_in_child=lambda: _PID.__setitem__(0, os.getpid()))
 
 
 def clear() -> None:
@@ -49,7 +45,7 @@ def shared_client(
     session and its kept-alive connections outlive them here.
     """
     key = (
-        _PID[0],
+        os.getpid(),
         threading.get_ident() if per_thread else None,
         credential["auth_url"],
         str(verify_of(credential)),
@@ -99,7 +95,7 @@ def give_back(credential: Any, client: TokenClient, *, purpose: str = "issue") -
 
 def _lease_key(credential: Any, fresh_connection: bool, purpose: str) -> tuple:
     return (
-        _PID[0],
+        os.getpid(),
         credential["auth_url"],
         str(verify_of(credential)),
         fresh_connection,

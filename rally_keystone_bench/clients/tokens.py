@@ -272,24 +272,6 @@ def _scope_of(body: Mapping[str, Any]) -> str:
     return "unscoped"
 
 
-# keystoneauth's exception base and its session logger, looked up once (keystoneauth
-# is imported when the first session is built, not when Rally loads the plugins):
-# passing the logger spares keystoneauth a logging.getLogger, and its lock, per request
-_KS: dict[str, Any] = {}
-
-
-def _keystoneauth() -> dict[str, Any]:
-    import logging
-
-    from keystoneauth1 import exceptions
-
-    _KS.update(
-        logger=logging.getLogger("keystoneauth1.session"),
-        ClientException=exceptions.ClientException,
-    )
-    return _KS
-
-
 def _no_timer() -> contextlib.AbstractContextManager:
     return contextlib.nullcontext()
 
@@ -517,14 +499,12 @@ class TokenClient:
         headers = {"Accept": "application/json", **headers}
         if self.fresh_connection:
             headers["Connection"] = "close"
-        ks = _KS or _keystoneauth()
         kwargs: dict[str, Any] = {
             "headers": headers,
             "authenticated": False,
             "raise_exc": False,
             "redirect": False,
             "log": False,
-            "logger": ks["logger"],
             "connect_retries": 0,
             "timeout": self.timeout,
         }
@@ -532,6 +512,8 @@ class TokenClient:
             kwargs["params"] = params
         if json_body is not None:
             kwargs["json"] = json_body
+        from keystoneauth1 import exceptions as ks_exc
+
         try:
             with (timer or _no_timer)():
                 start = time.perf_counter()
@@ -546,7 +528,7 @@ class TokenClient:
                         scrub(_error_message(resp), self._all_secrets(secrets, headers)),
                         elapsed,
                     )
-        except ks["ClientException"] as exc:
+        except ks_exc.ClientException as exc:
             # Connection refused, timeouts...: the same one error type, with
             # status 0, and keystoneauth's message scrubbed all the same.
             message = scrub(str(exc), self._all_secrets(secrets, headers))
