@@ -22,7 +22,7 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 import synthetic  # noqa: E402
 from _machine import describe  # noqa: E402
 
-from rally_keystone_bench import compare, results  # noqa: E402
+from rally_keystone_bench.verdicts import compare, results  # noqa: E402
 
 DEFAULT = ROOT / "tests" / "fixtures" / "rally-keystone-tokens.json"
 

@@ -20,8 +20,8 @@ import chromium  # noqa: E402
 sys.path.insert(0, str(ROOT / "benchmarks"))
 from _machine import describe  # noqa: E402
 
-from rally_keystone_bench import results  # noqa: E402
 from rally_keystone_bench.report import render  # noqa: E402
+from rally_keystone_bench.verdicts import results  # noqa: E402
 
 
 def main() -> int:

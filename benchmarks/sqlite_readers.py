@@ -24,9 +24,9 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _machine import describe  # noqa: E402
 
-from rally_keystone_bench import stats  # noqa: E402
 from rally_keystone_bench.clients.tokens import TokenClient, UserAuth  # noqa: E402
 from rally_keystone_bench.deploy import keystone as K  # noqa: E402
+from rally_keystone_bench.verdicts import stats  # noqa: E402
 
 CONCURRENCY = 2  # the token suite's default
 REPETITIONS = 5  # validations per issued token, as the suite

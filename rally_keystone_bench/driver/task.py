@@ -28,7 +28,7 @@ from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
-from rally_keystone_bench import results, shipped
+from rally_keystone_bench import shipped
 from rally_keystone_bench.boundary import mask_urls
 from rally_keystone_bench.driver.rally import (
     PRIVATE_UMASK,
@@ -40,6 +40,7 @@ from rally_keystone_bench.driver.rally import (
 from rally_keystone_bench.errors import BenchError, Interrupted
 from rally_keystone_bench.plugins.runners.progress import Totals, parse_progress
 from rally_keystone_bench.report.render import write_summary
+from rally_keystone_bench.verdicts import results
 
 RUNS_DIR = ".keystone-bench/runs"  # each run's Keystone, Rally home and logs, below the cwd
 ENV_NAME = "keystone-bench"  # the Rally env every verb creates in its own Rally home

@@ -38,8 +38,8 @@ class SummaryExporter(exporter.TaskExporter):
     """summary.html and summary.json of keystone-bench, into the --to directory."""
 
     def generate(self) -> dict[str, Any]:
-        from rally_keystone_bench import results
         from rally_keystone_bench.report import render
+        from rally_keystone_bench.verdicts import results
 
         uuids = ", ".join(str(t.get("uuid", "")) for t in self.tasks_results)
         workloads = results.from_report(to_json_report(self.tasks_results), name=uuids)

@@ -18,7 +18,9 @@ from typing import Any
 
 from markupsafe import Markup
 
-from rally_keystone_bench.capacity import (
+from rally_keystone_bench.report import svg
+from rally_keystone_bench.report.render import environment
+from rally_keystone_bench.verdicts.capacity import (
     ERRORS,
     GENERATOR,
     GENERATOR_SHARE,
@@ -30,8 +32,6 @@ from rally_keystone_bench.capacity import (
     Settings,
     fmt,
 )
-from rally_keystone_bench.report import svg
-from rally_keystone_bench.report.render import environment
 
 
 def machine() -> dict[str, Any]:
@@ -161,8 +161,8 @@ def n_pair_svgs(probes: Sequence[Probe], action: str | None) -> list[str]:
     The ISP RAS paper's figures 1 to 3: one request per second more, and the
     latency turns upward. Drawn from each confirming probe's Rally report.
     """
-    from rally_keystone_bench import results
     from rally_keystone_bench.report.render import latency_fit
+    from rally_keystone_bench.verdicts import results
 
     out = []
     for role in ("confirm N", "confirm N+1"):

@@ -20,10 +20,10 @@ import jinja2
 from markupsafe import Markup
 
 from rally_keystone_bench import __name__ as pkg
-from rally_keystone_bench import stats
 from rally_keystone_bench.errors import BenchError
 from rally_keystone_bench.report import svg
-from rally_keystone_bench.results import RPS_RUNNERS, TOTAL, Workload, redact
+from rally_keystone_bench.verdicts import stats
+from rally_keystone_bench.verdicts.results import RPS_RUNNERS, TOTAL, Workload, redact
 
 TEMPLATES = Path(__file__).parent / "templates"
 FIGURES = ("min", "mean", "p50", "p90", "p95", "p99", "p99.9", "max")

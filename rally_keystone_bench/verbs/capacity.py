@@ -16,14 +16,14 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from rally_keystone_bench import capacity, results
-from rally_keystone_bench.capacity import fmt
 from rally_keystone_bench.driver import targets
 from rally_keystone_bench.driver import task as rally_task
 from rally_keystone_bench.driver.rally import RallyHome
 from rally_keystone_bench.errors import BenchError
 from rally_keystone_bench.report import capacity as capacity_report
 from rally_keystone_bench.verbs import options
+from rally_keystone_bench.verdicts import capacity, results
+from rally_keystone_bench.verdicts.capacity import fmt
 
 SLOTS_FULL = "every iteration slot in flight"
 TICK_S = 10.0

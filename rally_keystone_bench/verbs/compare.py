@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from rally_keystone_bench import compare, results
+from rally_keystone_bench.verdicts import compare, results
 
 
 def main(args: argparse.Namespace) -> int:

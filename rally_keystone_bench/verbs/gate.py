@@ -33,7 +33,7 @@ from typing import Any
 
 import numpy as np
 
-from rally_keystone_bench import compare, pairing, procstat
+from rally_keystone_bench import procstat
 from rally_keystone_bench.clients import credentials
 from rally_keystone_bench.clients.admin import AdminClient
 from rally_keystone_bench.deploy import directory
@@ -42,11 +42,12 @@ from rally_keystone_bench.driver import rally as rallyenv
 from rally_keystone_bench.driver import targets
 from rally_keystone_bench.driver import task as rally_task
 from rally_keystone_bench.errors import BenchError
-from rally_keystone_bench.pairing import Block, GateResult
 from rally_keystone_bench.procstat import Interval
 from rally_keystone_bench.report.render import environment
-from rally_keystone_bench.results import Workload
 from rally_keystone_bench.verbs import options as verb_options
+from rally_keystone_bench.verdicts import compare, pairing
+from rally_keystone_bench.verdicts.pairing import Block, GateResult
+from rally_keystone_bench.verdicts.results import Workload
 
 SIDES = ("baseline", "candidate")
 SAMPLE_SECONDS = 0.5

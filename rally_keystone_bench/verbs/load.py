@@ -25,7 +25,6 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from rally_keystone_bench import capacity, results
 from rally_keystone_bench.clients import credentials
 from rally_keystone_bench.deploy.keystone import Deployment, LocalKeystone
 from rally_keystone_bench.driver import targets
@@ -35,6 +34,7 @@ from rally_keystone_bench.engines.locust import engine
 from rally_keystone_bench.errors import BenchError
 from rally_keystone_bench.report import render
 from rally_keystone_bench.verbs import options
+from rally_keystone_bench.verdicts import capacity, results
 
 
 def settings_from(args: argparse.Namespace) -> Any:

@@ -37,7 +37,7 @@ from rally_keystone_bench.driver import task as rally_task
 from rally_keystone_bench.errors import BenchError, read_input
 from rally_keystone_bench.report import svg
 from rally_keystone_bench.report.render import environment, setting_table
-from rally_keystone_bench.results import RPS_RUNNERS, Workload
+from rally_keystone_bench.verdicts.results import RPS_RUNNERS, Workload
 
 
 def load_deployments(path: str) -> dict[str, Deployment]:

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import argparse
 
-from rally_keystone_bench import results
 from rally_keystone_bench.report import render
 from rally_keystone_bench.report.render import ms
+from rally_keystone_bench.verdicts import results
 
 
 def main(args: argparse.Namespace) -> int:

@@ -15,13 +15,13 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from rally_keystone_bench import stats
 from rally_keystone_bench.deploy.keystone import Deployment
 from rally_keystone_bench.driver import targets
 from rally_keystone_bench.driver import task as rally_task
 from rally_keystone_bench.driver.task import TaskOutcome
 from rally_keystone_bench.errors import Interrupted
 from rally_keystone_bench.verbs import options
+from rally_keystone_bench.verdicts import stats
 
 DEFAULT_TASK = "tasks/token-suite.yaml"
 

@@ -13,10 +13,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from rally_keystone_bench import capacity, results
 from rally_keystone_bench.driver import task as rally_task
 from rally_keystone_bench.driver.rally import keystone_spec
 from rally_keystone_bench.engines.locust import engine
+from rally_keystone_bench.verdicts import capacity, results
 
 pytestmark = pytest.mark.slow
 

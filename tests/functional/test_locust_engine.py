@@ -16,12 +16,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from rally_keystone_bench import results
 from rally_keystone_bench.clients.admin import AdminClient
 from rally_keystone_bench.deploy.mock import MockKeystone
 from rally_keystone_bench.engines.locust import engine
 from rally_keystone_bench.engines.locust import samples as sm
 from rally_keystone_bench.engines.locust.setup import PREFIX
+from rally_keystone_bench.verdicts import results
 
 pytestmark = pytest.mark.slow
 

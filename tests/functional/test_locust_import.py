@@ -13,8 +13,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "unit"))
 
 from test_locust_samples import open_model_samples, report_of  # noqa: E402
 
-from rally_keystone_bench import results  # noqa: E402
 from rally_keystone_bench.engines.locust import samples as sm  # noqa: E402
+from rally_keystone_bench.verdicts import results  # noqa: E402
 
 
 def test_rally_task_import_accepts_the_report(tmp_path):

@@ -19,9 +19,9 @@ import subprocess
 
 import pytest
 
-from rally_keystone_bench import results
 from rally_keystone_bench.deploy.mock import MockKeystone
 from rally_keystone_bench.engines.locust import engine
+from rally_keystone_bench.verdicts import results
 
 pytestmark = pytest.mark.slow
 BRIDGE_IP = "10.77.0.1"

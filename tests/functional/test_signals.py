@@ -20,8 +20,8 @@ from pathlib import Path
 
 import pytest
 
-from rally_keystone_bench import results
 from rally_keystone_bench.deploy import process
+from rally_keystone_bench.verdicts import results
 
 pytestmark = pytest.mark.functional
 

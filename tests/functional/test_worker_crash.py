@@ -21,11 +21,11 @@ from pathlib import Path
 
 import pytest
 
-from rally_keystone_bench import results
 from rally_keystone_bench.clients.admin import AdminClient
 from rally_keystone_bench.deploy.keystone import Deployment, LocalKeystone
 from rally_keystone_bench.driver import task as rally_task
 from rally_keystone_bench.driver.rally import RallyHome, keystone_spec
+from rally_keystone_bench.verdicts import results
 
 pytestmark = pytest.mark.functional
 

@@ -8,8 +8,12 @@ from pathlib import Path
 
 import pytest
 
-from rally_keystone_bench import capacity, cli, results
-from rally_keystone_bench.capacity import (
+from rally_keystone_bench import cli
+from rally_keystone_bench.driver import targets
+from rally_keystone_bench.report import capacity as capacity_report
+from rally_keystone_bench.verbs import capacity as capacity_verb
+from rally_keystone_bench.verdicts import capacity, results
+from rally_keystone_bench.verdicts.capacity import (
     ERRORS,
     GENERATOR,
     OK,
@@ -19,9 +23,6 @@ from rally_keystone_bench.capacity import (
     Settings,
     find_capacity,
 )
-from rally_keystone_bench.driver import targets
-from rally_keystone_bench.report import capacity as capacity_report
-from rally_keystone_bench.verbs import capacity as capacity_verb
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "fixtures"))
 import synthetic  # noqa: E402
@@ -337,7 +338,7 @@ def test_the_probe_task_runs_the_chosen_runner(runner):
     import jinja2
     import yaml
 
-    from rally_keystone_bench.capacity import probe_task_path
+    from rally_keystone_bench.verdicts.capacity import probe_task_path
 
     settings = capacity.Settings("validate", 1, 100, 10, 30, 0.01, 1, runner=runner)
     text = jinja2.Environment().from_string(probe_task_path().read_text())
@@ -362,7 +363,7 @@ def test_the_probe_task_takes_an_ldap_domains_users_when_given_one():
     import jinja2
     import yaml
 
-    from rally_keystone_bench.capacity import probe_task_path
+    from rally_keystone_bench.verdicts.capacity import probe_task_path
 
     settings = capacity.Settings("authenticate", 1, 100, 10, 30, 0.01, 1)
     text = jinja2.Environment().from_string(probe_task_path().read_text())

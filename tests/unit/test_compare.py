@@ -8,7 +8,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from rally_keystone_bench import cli, compare, results
+from rally_keystone_bench import cli
+from rally_keystone_bench.verdicts import compare, results
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "fixtures"))
 import synthetic  # noqa: E402

@@ -13,7 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from rally_keystone_bench import cli, compare, results, stats
+from rally_keystone_bench import cli
+from rally_keystone_bench.verdicts import compare, results, stats
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "fixtures"))
 import synthetic  # noqa: E402

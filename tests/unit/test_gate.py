@@ -6,9 +6,10 @@ from pathlib import Path
 
 import pytest
 
-from rally_keystone_bench import cli, pairing, procstat, results
+from rally_keystone_bench import cli, procstat
 from rally_keystone_bench.errors import BenchError
 from rally_keystone_bench.verbs import gate
+from rally_keystone_bench.verdicts import pairing, results
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "fixtures"))
 import synthetic  # noqa: E402

@@ -21,10 +21,11 @@ from pathlib import Path
 
 import pytest
 
-from rally_keystone_bench import capacity, cli, procstat, results
-from rally_keystone_bench.capacity import GENERATOR, OK, SLOPE, Probe, Settings
+from rally_keystone_bench import cli, procstat
 from rally_keystone_bench.report import capacity as capacity_report
 from rally_keystone_bench.verbs import gate, matrix
+from rally_keystone_bench.verdicts import capacity, results
+from rally_keystone_bench.verdicts.capacity import GENERATOR, OK, SLOPE, Probe, Settings
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 REAL = FIXTURES / "rally-keystone-tokens.json"

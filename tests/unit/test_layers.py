@@ -17,7 +17,7 @@ import pytest
 
 PACKAGE = Path(__file__).resolve().parents[2] / "rally_keystone_bench"
 NAME = "rally_keystone_bench"
-PLUGINS_MAY_USE = ("clients", "stats", "results", "errors", "plugins")
+PLUGINS_MAY_USE = ("clients", "verdicts", "errors", "plugins")
 EXPORTER_MAY_ALSO_USE = ("report",)
 
 

@@ -7,8 +7,8 @@ import json
 import numpy as np
 import pytest
 
-from rally_keystone_bench import results
 from rally_keystone_bench.engines.locust import samples as sm
+from rally_keystone_bench.verdicts import results
 
 T0 = 1_800_000_000.0
 

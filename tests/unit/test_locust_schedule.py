@@ -120,8 +120,8 @@ def test_the_locustfile_stops_a_ramp_on_the_limits_the_judge_uses():
     # host; its copies of the two limits must not drift from the judge's.
     import re
 
-    from rally_keystone_bench import capacity
     from rally_keystone_bench.engines.locust import schedule as _schedule
+    from rally_keystone_bench.verdicts import capacity
 
     text = (Path(_schedule.__file__).parent / "locustfile.py").read_text()
     for name in ("LAG_LIMIT_S", "RAMP_LATENCY_S"):

@@ -6,11 +6,12 @@ from pathlib import Path
 
 import pytest
 
-from rally_keystone_bench import cli, results
+from rally_keystone_bench import cli
 from rally_keystone_bench.deploy import directory
 from rally_keystone_bench.deploy.keystone import Deployment
 from rally_keystone_bench.errors import BenchError
 from rally_keystone_bench.verbs import matrix
+from rally_keystone_bench.verdicts import results
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "fixtures"))
 import synthetic  # noqa: E402

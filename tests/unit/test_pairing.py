@@ -9,8 +9,8 @@ import json
 
 import numpy as np
 
-from rally_keystone_bench import pairing
-from rally_keystone_bench.pairing import Bounds, Interference
+from rally_keystone_bench.verdicts import pairing
+from rally_keystone_bench.verdicts.pairing import Bounds, Interference
 
 QUIET = Interference(other=0.3, other_swing=0.1, steal=0.0, generator=0.1)
 SWINGING = Interference(other=1.0, other_swing=0.9, steal=0.0, generator=0.1)

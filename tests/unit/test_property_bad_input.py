@@ -24,10 +24,11 @@ hypothesis = pytest.importorskip("hypothesis")
 from hypothesis import HealthCheck, given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
-from rally_keystone_bench import cli, errors, results  # noqa: E402
+from rally_keystone_bench import cli, errors  # noqa: E402
 from rally_keystone_bench.deploy import mock  # noqa: E402
 from rally_keystone_bench.driver import rally as rally_driver  # noqa: E402
 from rally_keystone_bench.verbs import matrix  # noqa: E402
+from rally_keystone_bench.verdicts import results  # noqa: E402
 
 
 class Reached(BaseException):  # noqa: N818 - a sentinel, not an error

@@ -9,9 +9,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from rally_keystone_bench import cli, results
+from rally_keystone_bench import cli
 from rally_keystone_bench.plugins import exporter
 from rally_keystone_bench.report import render, svg
+from rally_keystone_bench.verdicts import results
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "fixtures"))
 import synthetic  # noqa: E402

@@ -10,8 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from rally_keystone_bench import cli, results
+from rally_keystone_bench import cli
 from rally_keystone_bench.report import render
+from rally_keystone_bench.verdicts import results
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 REAL = FIXTURES / "rally-keystone-tokens.json"

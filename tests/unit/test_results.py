@@ -7,8 +7,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from rally_keystone_bench import results
 from rally_keystone_bench.errors import BenchError
+from rally_keystone_bench.verdicts import results
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "fixtures"))
 import synthetic  # noqa: E402

@@ -5,7 +5,7 @@ import math
 import numpy as np
 import pytest
 
-from rally_keystone_bench import stats
+from rally_keystone_bench.verdicts import stats
 
 
 def test_summarize_matches_numpy_and_orders_figures():

@@ -160,8 +160,8 @@ def test_matrix_keeps_the_interrupted_deployment_in_its_table(tmp_path, monkeypa
     import types
 
     from rally_keystone_bench import cli
-    from rally_keystone_bench import results as _results
     from rally_keystone_bench.driver import targets
+    from rally_keystone_bench.verdicts import results as _results
 
     sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "fixtures"))
     import synthetic

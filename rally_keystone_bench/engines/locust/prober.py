@@ -19,11 +19,11 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
-from rally_keystone_bench import capacity, results
-from rally_keystone_bench.capacity import fmt
 from rally_keystone_bench.engines.locust import engine, schedule
 from rally_keystone_bench.engines.locust import samples as sm
 from rally_keystone_bench.errors import BenchError
+from rally_keystone_bench.verdicts import capacity, results
+from rally_keystone_bench.verdicts.capacity import fmt
 
 MAX_CONNECTIONS = 500
 REQUEST_TIMEOUT_S = 10.0  # an answer later than this fails the request (and the probe)

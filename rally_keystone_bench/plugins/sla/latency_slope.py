@@ -57,7 +57,7 @@ import typing as t
 from rally import consts
 from rally.task import sla
 
-from rally_keystone_bench.stats import LinearFit, StreamingSlope
+from rally_keystone_bench.verdicts.stats import LinearFit, StreamingSlope
 
 if t.TYPE_CHECKING:  # pragma: no cover
     from rally.task import runner

@@ -48,10 +48,11 @@ from typing import Any
 
 import numpy as np
 
-from rally_keystone_bench import shipped, stats
+from rally_keystone_bench import shipped
 from rally_keystone_bench.driver.task import progress
 from rally_keystone_bench.errors import BenchError
-from rally_keystone_bench.results import Workload
+from rally_keystone_bench.verdicts import stats
+from rally_keystone_bench.verdicts.results import Workload
 
 # scenario argument -> (Rally scenario, timed atomic action)
 SCENARIOS = {

@@ -27,8 +27,8 @@ import math
 from collections.abc import Sequence
 from typing import Any
 
-from rally_keystone_bench import stats
-from rally_keystone_bench.compare import verdict_fields
+from rally_keystone_bench.verdicts import stats
+from rally_keystone_bench.verdicts.compare import verdict_fields
 
 MIN_CLEAN_BLOCKS = 8
 MIN_PAIRS_PER_BLOCK = 1

@@ -28,10 +28,10 @@ from xml.sax.saxutils import escape, quoteattr
 
 import numpy as np
 
-from rally_keystone_bench import stats
 from rally_keystone_bench.errors import BenchError
 from rally_keystone_bench.report.render import environment
-from rally_keystone_bench.results import TOTAL, ActionSamples, Workload, redact
+from rally_keystone_bench.verdicts import stats
+from rally_keystone_bench.verdicts.results import TOTAL, ActionSamples, Workload, redact
 
 MIN_SAMPLES = 5
 THROUGHPUT = "throughput"

@@ -1,0 +1,1 @@
+"""The verdict layer: pure judging and statistics, no Rally, oslo or HTTP import."""
