@@ -20,8 +20,8 @@ import chromium  # noqa: E402
 sys.path.insert(0, str(ROOT / "benchmarks"))
 from _machine import describe  # noqa: E402
 
+from rally_keystone_bench.driver import reports  # noqa: E402
 from rally_keystone_bench.report import render  # noqa: E402
-from rally_keystone_bench.verdicts import results  # noqa: E402
 
 
 def main() -> int:
@@ -34,7 +34,7 @@ def main() -> int:
     png = Path(args.png).resolve()
     page = Path(args.source)
     if page.suffix != ".html":
-        page = render.write_summary(results.load_any(args.source), png.parent, args.source)
+        page = render.write_summary(reports.load_any(args.source), png.parent, args.source)
     chromium.screenshot(page, png, args.width, args.height)
     console = chromium.render(page).console
     print(f"machine: {describe()}")

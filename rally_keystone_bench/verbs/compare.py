@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import argparse
 
-from rally_keystone_bench.verdicts import compare, results
+from rally_keystone_bench.driver import reports
+from rally_keystone_bench.verdicts import compare
 
 
 def main(args: argparse.Namespace) -> int:
@@ -13,8 +14,8 @@ def main(args: argparse.Namespace) -> int:
     for flag, path in (("--json", args.json), ("--html", args.html), ("--junit", args.junit)):
         if path:
             compare.check_writable(path, flag)
-    base = results.load_any(args.base)
-    cand = results.load_any(args.candidate)
+    base = reports.load_any(args.base)
+    cand = reports.load_any(args.candidate)
     result = compare.compare_workloads(
         base,
         cand,

@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import argparse
 
+from rally_keystone_bench.driver import reports
 from rally_keystone_bench.report import render
 from rally_keystone_bench.report.render import ms
-from rally_keystone_bench.verdicts import results
 
 
 def main(args: argparse.Namespace) -> int:
-    workloads = results.load_any(args.result)
+    workloads = reports.load_any(args.result)
     out_dir = args.out or render.default_out_dir(args.result)
     html = render.write_summary(workloads, out_dir, args.result)
     print(f"{html}")

@@ -25,8 +25,6 @@ import json
 import math
 import os
 import re
-import subprocess
-import tempfile
 from array import array
 from collections.abc import Iterable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any, TextIO
@@ -637,48 +635,6 @@ def from_report(report: Mapping[str, Any], name: str = "<report>") -> list[Workl
 
 def is_task_uuid(text: str) -> bool:
     return bool(TASK_UUID_RE.match(text))
-
-
-def load_task(task_uuid: str, rally_home: str | None = None) -> list[Workload]:
-    """Workloads of a task in Rally's database, via ``rally task report --json``.
-
-    Uses our RallyHome at ``rally_home`` (default: $KEYSTONE_BENCH_RALLY_HOME)
-    when given, else the rally command with its own configuration.
-    """
-    home = rally_home or os.environ.get("KEYSTONE_BENCH_RALLY_HOME")
-    if home and not os.path.isfile(os.path.join(home, "rally.conf")):
-        where = "" if rally_home else " (KEYSTONE_BENCH_RALLY_HOME)"
-        raise BenchError(
-            f"{home}{where} is not a keystone-bench Rally home: no rally.conf there; "
-            "it is the rally/ directory of a run, e.g. .keystone-bench/runs/<stamp>/rally"
-        )
-    with tempfile.TemporaryDirectory(prefix="kb-report-") as tmp:
-        out = os.path.join(tmp, "report.json")
-        if home:
-            from rally_keystone_bench.driver.rally import RallyHome
-
-            RallyHome(home).rally("task", "report", task_uuid, "--json", "--out", out)
-        else:
-            from rally_keystone_bench.driver.rally import last_line, rally_executable
-
-            proc = subprocess.run(
-                [rally_executable(), "task", "report", task_uuid, "--json", "--out", out],
-                capture_output=True,
-                text=True,
-            )
-            if proc.returncode != 0:
-                raise BenchError(f"rally task report {task_uuid} failed: {last_line(proc)}")
-        workloads = load(out)
-    for wl in workloads:
-        wl.source = task_uuid
-    return workloads
-
-
-def load_any(result: str) -> list[Workload]:
-    """A report file, or a task uuid looked up in Rally's database."""
-    if not os.path.exists(result) and is_task_uuid(result):
-        return load_task(result)
-    return load(result)
 
 
 def pool(arrays: Iterable[np.ndarray]) -> np.ndarray:
