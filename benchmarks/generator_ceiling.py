@@ -59,8 +59,8 @@ import _machine  # noqa: E402
 
 from rally_keystone_bench.deploy.mock import MockKeystone  # noqa: E402
 from rally_keystone_bench.driver.rally import RallyHome, keystone_spec  # noqa: E402
+from rally_keystone_bench.shipped import probe_task_path  # noqa: E402
 from rally_keystone_bench.verdicts import results  # noqa: E402
-from rally_keystone_bench.verdicts.capacity import probe_task_path  # noqa: E402
 
 
 def admin_token(ks: MockKeystone) -> str:

@@ -11,8 +11,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from rally_keystone_bench.errors import BenchError
+
 DATA = Path(__file__).resolve().parent / "data"
 KINDS = ("tasks", "deployments")
+PROBE_TASK_NAME = "capacity-probe.yaml"
 
 
 def files(kind: str) -> list[Path]:
@@ -35,4 +38,12 @@ def resolve(name: str | Path, kind: str) -> Path:
         shipped = DATA / kind / path.name
         if shipped.is_file():
             return shipped
+    return path
+
+
+def probe_task_path() -> Path:
+    """The probe task shipped in the package."""
+    path = DATA / "tasks" / PROBE_TASK_NAME
+    if not path.is_file():
+        raise BenchError(f"the package lacks its probe task {path}: reinstall rally-keystone-bench")
     return path

@@ -16,6 +16,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from rally_keystone_bench import shipped
 from rally_keystone_bench.driver import targets
 from rally_keystone_bench.driver import task as rally_task
 from rally_keystone_bench.driver.rally import RallyHome
@@ -27,6 +28,7 @@ from rally_keystone_bench.verdicts.capacity import fmt
 
 SLOTS_FULL = "every iteration slot in flight"
 TICK_S = 10.0
+say = rally_task.progress  # the search's progress lines
 
 
 def _finite(name: str, value: float) -> float:
@@ -191,7 +193,7 @@ class RallyProber:
         # Task arguments beside the probe's own (an LDAP deployment's ldap_domain).
         self.extra_args = dict(extra_args or {})
         self.say = say
-        self.task_file = capacity.probe_task_path()
+        self.task_file = shipped.probe_task_path()
         self.started = time.monotonic()
         self.expected = capacity.estimated_probes(settings)
         self.count = 0
@@ -366,17 +368,19 @@ def _search_locust(
         rally_task.progress(
             f"target: {described}; engine: locust, {settings.locust_workers} worker(s)"
         )
-        prober = LocustProber(credential, settings, out_dir)
+        prober = LocustProber(credential, settings, out_dir, say)
         probers.append(prober)
         ramp = prober.ramp if settings.ramp else None
-        return capacity.find_capacity(settings, prober, ramp=ramp), described
+        return capacity.find_capacity(
+            settings, prober, say=rally_task.progress, ramp=ramp
+        ), described
 
 
 def main(args: argparse.Namespace) -> int:
     """``keystone-bench capacity``: print N and write reports/<ts>/capacity.{json,html}."""
     settings = check_settings(args)
     options.check_target(args)
-    capacity.probe_task_path()
+    shipped.probe_task_path()
     deployment = cloud = mock = None
     if args.target == "local":
         deployment = options.deployment(args)
@@ -418,7 +422,9 @@ def main(args: argparse.Namespace) -> int:
                     prober = RallyProber(env.home, env.name, settings, out_dir, extra_args=ldap)
                     probers.append(prober)
                     ramp = prober.ramp if settings.ramp else None
-                    outcome = capacity.find_capacity(settings, prober, ramp=ramp)
+                    outcome = capacity.find_capacity(
+                        settings, prober, say=rally_task.progress, ramp=ramp
+                    )
     except (BenchError, KeyboardInterrupt):
         if probers and probers[0].done:  # keep what was measured
             partial = capacity.Outcome(

@@ -25,6 +25,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from rally_keystone_bench import shipped
 from rally_keystone_bench.clients import credentials
 from rally_keystone_bench.deploy.keystone import Deployment, LocalKeystone
 from rally_keystone_bench.driver import targets
@@ -150,7 +151,7 @@ def run_rally(args: argparse.Namespace, settings: Any, out_dir: Path, run_dir: P
         precision=1.0,
         abort_on_sla_failure=False,
     )
-    task_file = capacity.probe_task_path()
+    task_file = shipped.probe_task_path()
     mock = options.mock(args, run_dir) if args.target == "mock" else None
     cloud = options.cloud_spec(args) if args.target == "cloud" else None
     deployment = server_deployment(args) if args.target == "local" else None

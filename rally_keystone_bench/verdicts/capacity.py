@@ -43,14 +43,10 @@ from __future__ import annotations
 import dataclasses
 import math
 from collections.abc import Callable, Sequence
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from rally_keystone_bench import shipped
-from rally_keystone_bench.driver.task import progress
-from rally_keystone_bench.errors import BenchError
 from rally_keystone_bench.verdicts import stats
 from rally_keystone_bench.verdicts.results import Workload
 
@@ -80,7 +76,6 @@ ENGINES = ("rally", "locust")
 LATENCY_BUDGET_S = 5.0  # max_concurrency = rps * this: slots for 5 s of latency
 MIN_CONCURRENCY = 20
 CONFIRM_ROUNDS = 2
-PROBE_TASK_NAME = "capacity-probe.yaml"
 
 OK = "ok"
 ERRORS = "degraded (errors)"
@@ -452,7 +447,7 @@ def refine_rates(settings: Settings, lo: float, hi: float) -> list[float]:
 def find_capacity(
     settings: Settings,
     probe: Callable[[float, str], Probe],
-    say: Callable[[str], None] = progress,
+    say: Callable[[str], None] = lambda line: None,
     ramp: Callable[[list[float]], list[Probe]] | None = None,
 ) -> Outcome:
     """Bisect [low, high] for N with PROBE(rate, role), then confirm N and N + precision.
@@ -565,12 +560,3 @@ def find_capacity(
         f"N = {fmt(n)} rps; {fmt(hi_probe.rps)} rps is {hi_probe.verdict}{note}",
         probes,
     )
-
-
-# -- the target and the probes under the real rally CLI ------------------------
-def probe_task_path() -> Path:
-    """The probe task shipped in the package."""
-    path = shipped.DATA / "tasks" / PROBE_TASK_NAME
-    if not path.is_file():
-        raise BenchError(f"the package lacks its probe task {path}: reinstall rally-keystone-bench")
-    return path

@@ -13,6 +13,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from rally_keystone_bench import shipped
 from rally_keystone_bench.driver import task as rally_task
 from rally_keystone_bench.driver.rally import keystone_spec
 from rally_keystone_bench.engines.locust import engine
@@ -127,7 +128,7 @@ def measure_both(keystone, tmp_path: Path) -> None:
             max_slope=1e6, precision=1, abort_on_sla_failure=False,
         )  # fmt: skip
         run = rally_task.start_task(
-            home, "both", capacity.probe_task_path(), cap.task_args(rate),
+            home, "both", shipped.probe_task_path(), cap.task_args(rate),
             tmp_path / f"rally{n}.log", config=home.quiet_config(),
         )  # fmt: skip
         server["rally"].append(server_p50(keystone.access_log_path, start, time.time()))

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from rally_keystone_bench import cli
+from rally_keystone_bench import cli, shipped
 from rally_keystone_bench.driver import targets
 from rally_keystone_bench.report import capacity as capacity_report
 from rally_keystone_bench.verbs import capacity as capacity_verb
@@ -338,7 +338,7 @@ def test_the_probe_task_runs_the_chosen_runner(runner):
     import jinja2
     import yaml
 
-    from rally_keystone_bench.verdicts.capacity import probe_task_path
+    from rally_keystone_bench.shipped import probe_task_path
 
     settings = capacity.Settings("validate", 1, 100, 10, 30, 0.01, 1, runner=runner)
     text = jinja2.Environment().from_string(probe_task_path().read_text())
@@ -363,7 +363,7 @@ def test_the_probe_task_takes_an_ldap_domains_users_when_given_one():
     import jinja2
     import yaml
 
-    from rally_keystone_bench.verdicts.capacity import probe_task_path
+    from rally_keystone_bench.shipped import probe_task_path
 
     settings = capacity.Settings("authenticate", 1, 100, 10, 30, 0.01, 1)
     text = jinja2.Environment().from_string(probe_task_path().read_text())
@@ -501,7 +501,7 @@ def test_the_ramp_task_runs_pooled_rps_through_the_steps_without_a_slope_sla():
     import jinja2
     import yaml
 
-    text = jinja2.Environment().from_string(capacity.probe_task_path().read_text())
+    text = jinja2.Environment().from_string(shipped.probe_task_path().read_text())
     args = RAMPED.ramp_task_args([1, 15, 29])
     (subtask,) = yaml.safe_load(text.render(**args))["subtasks"]
     runner = subtask["runner"]["pooled_rps"]

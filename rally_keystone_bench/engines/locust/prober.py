@@ -40,7 +40,7 @@ class LocustProber:
         credential: Mapping[str, Any],
         settings: capacity.Settings,
         out_dir: Path,
-        say: Callable[[str], None] = capacity.progress,
+        say: Callable[[str], None],
     ) -> None:
         self.credential = credential
         self.settings = settings
