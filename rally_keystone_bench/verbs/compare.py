@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 
 from rally_keystone_bench.driver import reports
+from rally_keystone_bench.report import compare as compare_report
 from rally_keystone_bench.verdicts import compare
 
 
@@ -13,7 +14,7 @@ def main(args: argparse.Namespace) -> int:
     compare.check_rules(args.threshold, args.alpha, args.max_failure_increase)
     for flag, path in (("--json", args.json), ("--html", args.html), ("--junit", args.junit)):
         if path:
-            compare.check_writable(path, flag)
+            compare_report.check_writable(path, flag)
     base = reports.load_any(args.base)
     cand = reports.load_any(args.candidate)
     result = compare.compare_workloads(
@@ -25,11 +26,11 @@ def main(args: argparse.Namespace) -> int:
         cand_name=args.candidate,
         max_failure_increase=args.max_failure_increase,
     )
-    print(compare.format_text(result))
+    print(compare_report.format_text(result))
     if args.json:
-        compare.write_json(result, args.json)
+        compare_report.write_json(result, args.json)
     if args.html:
-        compare.write_html(result, args.html)
+        compare_report.write_html(result, args.html)
     if args.junit:
-        compare.write_junit(result, args.junit)
+        compare_report.write_junit(result, args.junit)
     return result.exit_code

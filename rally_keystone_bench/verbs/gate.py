@@ -23,7 +23,6 @@ from __future__ import annotations
 import argparse
 import contextlib
 import dataclasses
-import json
 import math
 import threading
 import time
@@ -43,7 +42,7 @@ from rally_keystone_bench.driver import targets
 from rally_keystone_bench.driver import task as rally_task
 from rally_keystone_bench.errors import BenchError
 from rally_keystone_bench.procstat import Interval
-from rally_keystone_bench.report.render import environment
+from rally_keystone_bench.report import gate as gate_report
 from rally_keystone_bench.verbs import options as verb_options
 from rally_keystone_bench.verdicts import compare, pairing
 from rally_keystone_bench.verdicts.pairing import Block, GateResult
@@ -452,25 +451,13 @@ def main(args: argparse.Namespace) -> int:
                 break
             rally_task.progress(f"{result.headline()}; extending with another task run")
     assert result is not None
-    print(pairing.format_text(result))
+    print(gate_report.format_text(result))
     paths = {
         "JSON": out_dir / "gate.json",
         "HTML": out_dir / "gate.html",
         "JUnit": out_dir / "gate-junit.xml",
     }
-    write_outputs(result, paths)
+    gate_report.write_outputs(result, paths)
     for label, path in paths.items():
         print(f"gate {label}: {path}")
     return result.exit_code
-
-
-def write_outputs(result: GateResult, paths: dict[str, Path]) -> None:
-
-    paths["JSON"].write_text(json.dumps(result.as_dict(), indent=2) + "\n")
-    paths["JUnit"].write_text(pairing.render_junit(result))
-    html = (
-        environment()
-        .get_template("gate.html.j2")
-        .render(r=result, text=pairing.format_text(result))
-    )
-    paths["HTML"].write_text(html)

@@ -19,17 +19,13 @@ compares rounds pooled per side.
 from __future__ import annotations
 
 import dataclasses
-import json
 import math
-import os
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
-from xml.sax.saxutils import escape, quoteattr
 
 import numpy as np
 
 from rally_keystone_bench.errors import BenchError
-from rally_keystone_bench.report.render import environment
 from rally_keystone_bench.verdicts import stats
 from rally_keystone_bench.verdicts.results import TOTAL, ActionSamples, Workload, redact
 
@@ -257,7 +253,7 @@ def judge_success(
         increase = 100.0 * (cf / cn - bf / bn)
         change = (
             f"failures {_percent(bf, bn)} -> {_percent(cf, cn)} "
-            f"({increase:+.1f} points, {_p_text(p)})"
+            f"({increase:+.1f} points, {p_text(p)})"
         )
         if p < alpha and increase > max_increase:
             c.failure_verdict = change
@@ -432,115 +428,10 @@ def compare_workloads(
     )
 
 
-def _ms(v: float) -> str:
-    return "n/a" if not math.isfinite(v) else f"{v * 1000:.1f} ms"
-
-
-def _p_text(p: float) -> str:
+def p_text(p: float) -> str:
     if not math.isfinite(p):
         return ""
     return "p<1e-15" if p < 1e-15 else f"p={p:.2g}"
-
-
-def _numbers(c: Comparison) -> str:
-    if c.kind == "latency":
-        med = f"median {_ms(c.base_median)} -> {_ms(c.cand_median)}"
-    elif c.base_overall is not None and c.cand_overall is not None:
-        med = f"{c.base_overall:.1f} -> {c.cand_overall:.1f} it/s"
-    else:
-        med = f"median {c.base_median:.1f} -> {c.cand_median:.1f} it/s"
-    if not math.isfinite(c.ratio):
-        return f"{med}, n {c.n_base}/{c.n_cand}"
-    ci = f"[{c.ci_low:.2f}, {c.ci_high:.2f}]" if math.isfinite(c.ci_low) else ""
-    p = _p_text(c.p_value)
-    ok = ""
-    if c.base_success is not None and c.cand_success is not None:
-        ok = f", success {c.base_success:.1f}% -> {c.cand_success:.1f}%"
-    return f"{med}, ratio {c.ratio:.3f} {ci}, {p}, n {c.n_base}/{c.n_cand}{ok}"
-
-
-def format_text(result: CompareResult) -> str:
-    """The verdict first, then a line per action: its verdict, then the numbers."""
-    lines = [result.headline(), f"base: {result.base}", f"candidate: {result.candidate}"]
-    for w in result.workloads:
-        lines.append("")
-        lines.append(w.label)
-        rows = [*w.actions, *([w.throughput] if w.throughput else [])]
-        width = max(len(c.name) for c in rows)
-        vwidth = max(len(c.verdict) for c in rows)
-        for c in rows:
-            mark = "!" if c.regression else " "
-            lines.append(f" {mark}{c.name:<{width}}  {c.verdict:<{vwidth}}  {_numbers(c)}")
-    for label in result.only_in_base:
-        lines.append(f"only in base (not compared): {label}")
-    for label in result.only_in_candidate:
-        lines.append(f"only in candidate (not compared): {label}")
-    return "\n".join(lines)
-
-
-def check_writable(path: str, flag: str) -> None:
-    """BenchError unless PATH can be written: its directory exists, and it is not one."""
-    parent = os.path.dirname(os.path.abspath(path))
-    if os.path.isdir(path):
-        raise BenchError(f"{flag} {path} is a directory")
-    if not os.path.isdir(parent):
-        raise BenchError(f"{flag} {path}: directory {parent} does not exist")
-    if not os.access(parent, os.W_OK) or (os.path.exists(path) and not os.access(path, os.W_OK)):
-        raise BenchError(f"{flag} {path} is not writable")
-
-
-def _write(path: str, text: str) -> None:
-    try:
-        with open(path, "w", encoding="utf-8") as f:
-            f.write(text)
-    except OSError as exc:
-        raise BenchError(f"cannot write {path}: {exc.strerror or exc}") from None
-
-
-def write_json(result: CompareResult, path: str) -> None:
-    _write(path, json.dumps(result.as_dict(), indent=2) + "\n")
-
-
-def render_html(result: CompareResult) -> str:
-    """A self-contained HTML page of the comparison."""
-    return environment().get_template("compare.html.j2").render(r=result, numbers=_numbers)
-
-
-def write_html(result: CompareResult, path: str) -> None:
-    _write(path, render_html(result))
-
-
-def render_junit(result: CompareResult) -> str:
-    """JUnit XML: a test case per action and throughput; regressions fail."""
-    cases = []
-    failures = 0
-    for w in result.workloads:
-        rows = [*w.actions, *([w.throughput] if w.throughput else [])]
-        for c in rows:
-            body = f"<system-out>{_xml_text(c.verdict + '; ' + _numbers(c))}</system-out>"
-            if c.regression:
-                failures += 1
-                body = (
-                    f'<failure message={quoteattr(c.verdict)} type="regression">'
-                    f"{_xml_text(_numbers(c))}</failure>" + body
-                )
-            cases.append(
-                f"  <testcase classname={quoteattr(w.label)} name={quoteattr(c.name)} "
-                f'time="0">{body}</testcase>'
-            )
-    return (
-        '<?xml version="1.0" encoding="UTF-8"?>\n'
-        f'<testsuite name="keystone-bench compare" tests="{len(cases)}" '
-        f'failures="{failures}" errors="0" skipped="0">\n' + "\n".join(cases) + "\n</testsuite>\n"
-    )
-
-
-def _xml_text(text: str) -> str:
-    return escape(text)
-
-
-def write_junit(result: CompareResult, path: str) -> None:
-    _write(path, render_junit(result))
 
 
 def check_rules(threshold: float, alpha: float, max_failure_increase: float) -> None:

@@ -8,6 +8,7 @@ import pytest
 
 from rally_keystone_bench import cli, procstat
 from rally_keystone_bench.errors import BenchError
+from rally_keystone_bench.report import gate as gate_report
 from rally_keystone_bench.verbs import gate
 from rally_keystone_bench.verdicts import pairing, results
 
@@ -81,10 +82,10 @@ def test_pairs_match_the_two_sides_of_each_iteration():
 def test_the_same_release_passes_with_every_block_clean():
     res = judge(paired_run())
     (v,) = res.actions
-    assert res.exit_code == 0, pairing.format_text(res)
+    assert res.exit_code == 0, gate_report.format_text(res)
     assert len(v.blocks) >= 10 and v.n_clean == len(v.blocks)
     assert v.cpu is not None and not v.cpu.regression
-    assert pairing.format_text(res).startswith("no regression")
+    assert gate_report.format_text(res).startswith("no regression")
 
 
 def test_a_slower_candidate_fails_naming_the_action_and_waits():
@@ -135,7 +136,7 @@ def test_more_runs_add_blocks():
 def test_a_failing_candidate_never_passes(error_every):
     # The candidate's action is the iteration's last: every k-th one fails.
     res = judge(paired_run(error_every=error_every))
-    assert res.exit_code == 1, pairing.format_text(res)
+    assert res.exit_code == 1, gate_report.format_text(res)
     assert "fail" in res.headline()
     assert res.actions[0].kind == "fails"
 
@@ -180,7 +181,7 @@ def test_bad_options_exit_2_before_anything_starts(capsys, flag, value):
 def test_reports_are_written_with_every_block(tmp_path):
     res = judge(paired_run(scale=1.5, busy=(5.0, 9.2)))
     paths = {k: tmp_path / f"gate.{k}" for k in ("JSON", "HTML", "JUnit")}
-    gate.write_outputs(res, paths)
+    gate_report.write_outputs(res, paths)
     data = json.loads(paths["JSON"].read_text())
     assert data["exit_code"] == 1 and data["actions"][0]["kind"] == "waits"
     html = paths["HTML"].read_text()

@@ -23,6 +23,7 @@ import pytest
 
 from rally_keystone_bench import cli, procstat
 from rally_keystone_bench.report import capacity as capacity_report
+from rally_keystone_bench.report import gate as gate_report
 from rally_keystone_bench.verbs import gate, matrix
 from rally_keystone_bench.verdicts import capacity, results
 from rally_keystone_bench.verdicts.capacity import GENERATOR, OK, SLOPE, Probe, Settings
@@ -120,9 +121,9 @@ def test_gate(tmp_path, case):
         [run], access_log(run), threshold=10.0, alpha=0.01, block_seconds=2.0,
         bounds=gate.pairing.Bounds(), min_clean=8, base_name="A", cand_name="B",
     )  # fmt: skip
-    check(f"gate-{case}.txt", gate.pairing.format_text(res) + "\n", tmp_path)
+    check(f"gate-{case}.txt", gate.gate_report.format_text(res) + "\n", tmp_path)
     paths = {k: tmp_path / f"gate.{k.lower()}" for k in ("JSON", "HTML", "JUnit")}
-    gate.write_outputs(res, paths)
+    gate_report.write_outputs(res, paths)
     check_files(paths, f"gate-{case}", tmp_path)
 
 

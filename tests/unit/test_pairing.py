@@ -9,6 +9,7 @@ import json
 
 import numpy as np
 
+from rally_keystone_bench.report import gate as gate_report
 from rally_keystone_bench.verdicts import pairing
 from rally_keystone_bench.verdicts.pairing import Bounds, Interference
 
@@ -70,7 +71,7 @@ def test_twenty_percent_on_one_side_is_a_regression():
 def test_slower_without_more_cpu_waits():
     v = pairing.judge_action("issue", "keystone.issue_token", series(shift=1.5))
     assert v.kind == "waits"
-    assert "waits" in pairing.format_text(result(v))
+    assert "waits" in gate_report.format_text(result(v))
 
 
 def test_slower_with_more_cpu_burns_cpu():
@@ -101,7 +102,7 @@ def test_too_few_clean_blocks_is_inconclusive_never_a_regression():
     assert res.exit_code == 3
     assert res.headline().startswith("INCONCLUSIVE")
     assert "6 clean blocks, 8 needed" in res.headline()
-    assert "recheck" in pairing.format_text(res)
+    assert "recheck" in gate_report.format_text(res)
 
 
 def test_a_regression_elsewhere_wins_over_inconclusive():
@@ -123,5 +124,5 @@ def test_gate_json_holds_the_per_block_ratios():
 def test_junit_skips_inconclusive_and_fails_regressions():
     slow = pairing.judge_action("issue", "keystone.issue_token", series(shift=1.5))
     unsure = pairing.judge_action("validate", "keystone.validate_token", series(n_blocks=4))
-    xml = pairing.render_junit(result(slow, unsure))
+    xml = gate_report.render_junit(result(slow, unsure))
     assert 'failures="1"' in xml and 'skipped="1"' in xml

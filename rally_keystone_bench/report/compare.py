@@ -1,0 +1,98 @@
+"""compare's outputs: the text verdict, JSON, a self-contained HTML page and JUnit XML."""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+
+from rally_keystone_bench.errors import BenchError
+from rally_keystone_bench.report import junit
+from rally_keystone_bench.report.render import environment
+from rally_keystone_bench.verdicts.compare import CompareResult, Comparison, p_text
+
+
+def ms_or_na(v: float) -> str:
+    return "n/a" if not math.isfinite(v) else f"{v * 1000:.1f} ms"
+
+
+def _numbers(c: Comparison) -> str:
+    if c.kind == "latency":
+        med = f"median {ms_or_na(c.base_median)} -> {ms_or_na(c.cand_median)}"
+    elif c.base_overall is not None and c.cand_overall is not None:
+        med = f"{c.base_overall:.1f} -> {c.cand_overall:.1f} it/s"
+    else:
+        med = f"median {c.base_median:.1f} -> {c.cand_median:.1f} it/s"
+    if not math.isfinite(c.ratio):
+        return f"{med}, n {c.n_base}/{c.n_cand}"
+    ci = f"[{c.ci_low:.2f}, {c.ci_high:.2f}]" if math.isfinite(c.ci_low) else ""
+    p = p_text(c.p_value)
+    ok = ""
+    if c.base_success is not None and c.cand_success is not None:
+        ok = f", success {c.base_success:.1f}% -> {c.cand_success:.1f}%"
+    return f"{med}, ratio {c.ratio:.3f} {ci}, {p}, n {c.n_base}/{c.n_cand}{ok}"
+
+
+def format_text(result: CompareResult) -> str:
+    """The verdict first, then a line per action: its verdict, then the numbers."""
+    lines = [result.headline(), f"base: {result.base}", f"candidate: {result.candidate}"]
+    for w in result.workloads:
+        lines.append("")
+        lines.append(w.label)
+        rows = [*w.actions, *([w.throughput] if w.throughput else [])]
+        width = max(len(c.name) for c in rows)
+        vwidth = max(len(c.verdict) for c in rows)
+        for c in rows:
+            mark = "!" if c.regression else " "
+            lines.append(f" {mark}{c.name:<{width}}  {c.verdict:<{vwidth}}  {_numbers(c)}")
+    for label in result.only_in_base:
+        lines.append(f"only in base (not compared): {label}")
+    for label in result.only_in_candidate:
+        lines.append(f"only in candidate (not compared): {label}")
+    return "\n".join(lines)
+
+
+def check_writable(path: str, flag: str) -> None:
+    """BenchError unless PATH can be written: its directory exists, and it is not one."""
+    parent = os.path.dirname(os.path.abspath(path))
+    if os.path.isdir(path):
+        raise BenchError(f"{flag} {path} is a directory")
+    if not os.path.isdir(parent):
+        raise BenchError(f"{flag} {path}: directory {parent} does not exist")
+    if not os.access(parent, os.W_OK) or (os.path.exists(path) and not os.access(path, os.W_OK)):
+        raise BenchError(f"{flag} {path} is not writable")
+
+
+def write_text(path: str, text: str) -> None:
+    try:
+        with open(path, "w", encoding="utf-8") as f:
+            f.write(text)
+    except OSError as exc:
+        raise BenchError(f"cannot write {path}: {exc.strerror or exc}") from None
+
+
+def write_json(result: CompareResult, path: str) -> None:
+    write_text(path, json.dumps(result.as_dict(), indent=2) + "\n")
+
+
+def render_html(result: CompareResult) -> str:
+    """A self-contained HTML page of the comparison."""
+    return environment().get_template("compare.html.j2").render(r=result, numbers=_numbers)
+
+
+def write_html(result: CompareResult, path: str) -> None:
+    write_text(path, render_html(result))
+
+
+def render_junit(result: CompareResult) -> str:
+    """JUnit XML: a test case per action and throughput; regressions fail."""
+    cases = []
+    for w in result.workloads:
+        for c in [*w.actions, *([w.throughput] if w.throughput else [])]:
+            outcome = junit.FAILED if c.regression else junit.PASSED
+            cases.append(junit.Case(w.label, c.name, c.verdict, _numbers(c), outcome))
+    return junit.render("keystone-bench compare", cases)
+
+
+def write_junit(result: CompareResult, path: str) -> None:
+    write_text(path, render_junit(result))

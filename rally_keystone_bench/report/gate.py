@@ -1,0 +1,82 @@
+"""The gate's outputs: the text verdict, JSON, a self-contained HTML page and JUnit XML."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+from rally_keystone_bench.report import junit
+from rally_keystone_bench.report.compare import ms_or_na
+from rally_keystone_bench.report.render import environment
+from rally_keystone_bench.verdicts.pairing import CPU_ROW, GateResult, Judgement
+
+
+def _numbers(j: Judgement) -> str:
+    if not math.isfinite(j.ratio):
+        return ""
+    p = "p<1e-15" if j.p_value < 1e-15 else f"p={j.p_value:.2g}"
+    return (
+        f"median {ms_or_na(j.base)} -> {ms_or_na(j.cand)}, block ratio {j.ratio:.3f} "
+        f"[{j.ci_low:.2f}, {j.ci_high:.2f}], Wilcoxon {p}, {j.n_clean} blocks"
+    )
+
+
+def format_text(result: GateResult) -> str:
+    """The verdict first; then clean blocks and interference; then a line per figure."""
+    lines = [result.headline()]
+    if result.advice():
+        lines.append(f"advice: {result.advice()}")
+    lines += [
+        f"baseline: {result.base}",
+        f"candidate: {result.candidate}",
+        result.interference_summary(),
+    ]
+    lines.extend(result.notes)
+    workload = None
+    for a in result.actions:
+        if a.workload != workload:
+            workload = a.workload
+            lines += ["", workload]
+        mark = "!" if a.regression else " "
+        if a.failure_regression or a.inconclusive:
+            lines.append(f" {'!' if a.regression else '?'}{a.action}  {a.verdict}")
+            if a.failure_regression:
+                lines.append(f"  kind: {a.kind}")
+            continue
+        rows = [(a.action, a.latency), (CPU_ROW, a.cpu)]
+        width = max(len(n) for n, _ in rows)
+        for n, j in rows:
+            if j is None:
+                lines.append(f"  {n:<{width}}  not measured")
+                continue
+            m = mark if (j.regression or (n == a.action and a.regression)) else " "
+            lines.append(f" {m}{n:<{width}}  {j.verdict}  {_numbers(j)}")
+        if a.kind:
+            lines.append(f"  kind: {a.kind}")
+        aside = len(a.blocks) - a.n_clean
+        if aside:
+            lines.append(f"  {aside} of {len(a.blocks)} blocks set aside")
+    return "\n".join(lines)
+
+
+def render_junit(result: GateResult) -> str:
+    """JUnit XML: a test case per action; a regression fails, inconclusive is skipped."""
+    cases = []
+    for a in result.actions:
+        numbers = "; ".join(_numbers(j) for j in (a.latency, a.cpu) if j is not None)
+        outcome = junit.PASSED
+        if a.regression:
+            outcome = junit.FAILED
+        elif a.inconclusive:
+            outcome = junit.SKIPPED
+        cases.append(junit.Case(a.workload, a.action, a.verdict, numbers, outcome))
+    return junit.render("keystone-bench gate", cases)
+
+
+def write_outputs(result: GateResult, paths: dict[str, Path]) -> None:
+    """The gate's JSON, JUnit and HTML at PATHS (keys JSON, JUnit, HTML)."""
+    paths["JSON"].write_text(json.dumps(result.as_dict(), indent=2) + "\n")
+    paths["JUnit"].write_text(render_junit(result))
+    html = environment().get_template("gate.html.j2").render(r=result, text=format_text(result))
+    paths["HTML"].write_text(html)
