@@ -9,7 +9,8 @@ import os
 from rally_keystone_bench.errors import BenchError
 from rally_keystone_bench.report import junit
 from rally_keystone_bench.report.render import environment
-from rally_keystone_bench.verdicts.compare import CompareResult, Comparison, p_text
+from rally_keystone_bench.verdicts.compare import CompareResult, Comparison
+from rally_keystone_bench.verdicts.failures import p_text
 
 
 def ms_or_na(v: float) -> str:

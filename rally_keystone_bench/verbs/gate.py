@@ -22,15 +22,11 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import dataclasses
-import math
 import threading
 import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
-
-import numpy as np
 
 from rally_keystone_bench import procstat
 from rally_keystone_bench.clients import credentials
@@ -41,15 +37,18 @@ from rally_keystone_bench.driver import rally as rallyenv
 from rally_keystone_bench.driver import targets
 from rally_keystone_bench.driver import task as rally_task
 from rally_keystone_bench.errors import BenchError
-from rally_keystone_bench.procstat import Interval
 from rally_keystone_bench.report import gate as gate_report
 from rally_keystone_bench.verbs import options as verb_options
 from rally_keystone_bench.verdicts import compare, pairing
-from rally_keystone_bench.verdicts.pairing import Block, GateResult
-from rally_keystone_bench.verdicts.results import Workload
+from rally_keystone_bench.verdicts.blocks import (
+    SAMPLE_SECONDS,
+    SIDES,
+    GateSettings,
+    TaskRun,
+    judge_runs,
+)
+from rally_keystone_bench.verdicts.pairing import GateResult
 
-SIDES = ("baseline", "candidate")
-SAMPLE_SECONDS = 0.5
 LDAP_PROJECT = "keystone-bench-gate-ldap"
 
 
@@ -76,183 +75,6 @@ def side_deployment(
     dep = Deployment.from_mapping(values, flag)
     dep.validate()
     return dep
-
-
-@dataclasses.dataclass
-class TaskRun:
-    """One measured ``rally task start``: its workloads and the /proc intervals."""
-
-    workloads: list[Workload]
-    intervals: list[Interval]
-
-
-@dataclasses.dataclass
-class Pair:
-    start: float
-    base: float
-    cand: float
-
-
-def workload_label(wl: Workload) -> str:
-    """The workload's title in the task (its arguments name openrc paths: long)."""
-    return wl.subtask or wl.label()
-
-
-def paired_actions(wl: Workload) -> list[str]:
-    """The actions measured on both sides of WL (names without the side prefix)."""
-    names = []
-    for name in wl.actions:
-        if name.startswith("baseline."):
-            action = name[len("baseline.") :]
-            if "candidate." + action in wl.actions:
-                names.append(action)
-    return names
-
-
-def pairs_of(wl: Workload, action: str) -> tuple[list[Pair], tuple[int, int], tuple[int, int]]:
-    """Each iteration's two timings of ACTION; and (failed, count) of each side."""
-    b, c = wl.actions["baseline." + action], wl.actions["candidate." + action]
-    order = np.argsort(wl.iteration_started, kind="stable")
-    starts = wl.iteration_started[order]
-    ends = starts + wl.iteration_duration[order]
-
-    def by_iteration(a: Any) -> dict[int, tuple[float, float, bool]]:
-        found = {}
-        idx = np.searchsorted(starts, a.started_at, side="right") - 1
-        for i, s, d, f in zip(idx, a.started_at, a.duration, a.failed, strict=True):
-            if 0 <= i < starts.size and s <= ends[i] + 1e-3:
-                found[int(i)] = (float(s), float(d), bool(f))
-        return found
-
-    bi, ci = by_iteration(b), by_iteration(c)
-    pairs = []
-    for i in sorted(bi.keys() & ci.keys()):
-        (sb, db, fb), (sc, dc, fc) = bi[i], ci[i]
-        if not fb and not fc and db > 0:
-            pairs.append(Pair(min(sb, sc), db, dc))
-    tally = (int(b.failed.sum()), int(b.count)), (int(c.failed.sum()), int(c.count))
-    return pairs, tally[0], tally[1]
-
-
-def cpu_per_request(
-    intervals: list[Interval],
-    start: float,
-    end: float,
-    side: str,
-    requests: Sequence[Any],
-    workers: set[int],
-) -> float | None:
-    """SIDE's workers' CPU seconds from START to END over the requests they served then.
-
-    The span is widened to whole sampler intervals; requests are counted by
-    the share of their time inside it, as their CPU is.
-    """
-    t0, t1, pid_seconds = procstat.cpu_between(intervals, start, end)
-    count, _ = procstat.served(requests, t0, t1)
-    if count < 0.25:  # too little of a request to divide by
-        return None
-    seconds = sum(v for (name, pid), v in pid_seconds.items() if name == side and pid in workers)
-    return seconds / count
-
-
-def blocks_of_run(
-    run: TaskRun,
-    per_block: int,
-    access: dict[str, list[Any]],
-    first_index: dict[tuple[str, str], int],
-) -> dict[tuple[str, str], list[Block]]:
-    """Blocks per (workload label, action) of one task run."""
-    workers = {side: {r.pid for r in access[side]} for side in SIDES}
-    wins = procstat.windows(run.intervals, per_block)
-    series: dict[tuple[str, str], list[Pair]] = {}
-    for wl in run.workloads:
-        for action in paired_actions(wl):
-            series[(workload_label(wl), action)] = pairs_of(wl, action)[0]
-    out: dict[tuple[str, str], list[Block]] = {key: [] for key in series}
-    for w in wins:
-        inside = {
-            key: [p for p in pairs if w.start <= p.start < w.end] for key, pairs in series.items()
-        }
-        busy = [key for key, pairs in inside.items() if pairs]
-        workloads = {key[0] for key in busy}
-        if len(workloads) != 1:
-            continue  # no load, or the change from one workload to the next
-        for key in busy:
-            pairs = inside[key]
-            if len(pairs) < pairing.MIN_PAIRS_PER_BLOCK:
-                continue
-            # Server CPU over the block's pairs to their end: one side's
-            # request of a pair may finish after the window (a slow token).
-            end = max(w.end, max(p.start + p.base + p.cand for p in pairs))
-            cpu = {
-                side: cpu_per_request(
-                    run.intervals, w.start, end, side, access[side], workers[side]
-                )
-                for side in SIDES
-            }
-            index = first_index.get(key, 0) + len(out[key])
-            block = pairing.make_block(
-                index, w.start, w.end, [p.base for p in pairs], [p.cand for p in pairs],
-                cpu["baseline"] if len(busy) == 1 else None,
-                cpu["candidate"] if len(busy) == 1 else None,
-                pairing.Interference(w.other, w.other_swing, w.steal, w.generator),
-            )  # fmt: skip
-            out[key].append(block)
-    return out
-
-
-def judge_runs(
-    runs: Sequence[TaskRun],
-    access: dict[str, list[Any]],
-    *,
-    threshold: float,
-    alpha: float,
-    block_seconds: float,
-    bounds: Any,
-    min_clean: int,
-    base_name: str,
-    cand_name: str,
-    max_failure_increase: float = 0.0,
-) -> GateResult:
-    """Every paired action of every run, cut into blocks and judged."""
-    per_block = max(1, round(block_seconds / SAMPLE_SECONDS))
-    blocks: dict[tuple[str, str], list[Block]] = {}
-    tallies: dict[tuple[str, str], list[int]] = {}
-    for run in runs:
-        first = {key: len(v) for key, v in blocks.items()}
-        for key, found in blocks_of_run(run, per_block, access, first).items():
-            blocks.setdefault(key, []).extend(found)
-        for wl in run.workloads:
-            for action in paired_actions(wl):
-                _, (bf, bn), (cf, cn) = pairs_of(wl, action)
-                t = tallies.setdefault((workload_label(wl), action), [0, 0, 0, 0])
-                for i, v in enumerate((bf, bn, cf, cn)):
-                    t[i] += v
-    if not blocks:
-        raise BenchError("the task has no KeystoneTokens.paired workload: nothing to judge")
-    verdicts = []
-    for (label, action), found in blocks.items():
-        v = pairing.judge_action(label, action, found, threshold, alpha, bounds, min_clean)
-        bf, bn, cf, cn = tallies[(label, action)]
-        judge_failures(v, (bf, bn), (cf, cn), max_failure_increase, alpha)
-        verdicts.append(v)
-    return pairing.GateResult(
-        base_name, cand_name, threshold, alpha, block_seconds, bounds, verdicts, len(runs),
-        max_failure_increase,
-    )  # fmt: skip
-
-
-def judge_failures(
-    v: Any, base: tuple[int, int], cand: tuple[int, int], max_increase: float, alpha: float
-) -> None:
-    """compare's success verdict on one paired action: a failing candidate never passes."""
-    nan = math.nan
-    c = compare.Comparison(
-        v.action, "latency", 0, 0, nan, nan, nan, nan, nan, nan, False, "", False
-    )
-    compare.judge_success(c, base, cand, max_increase, alpha)
-    v.base_success, v.cand_success = c.base_success, c.cand_success
-    v.failure_verdict, v.failure_regression = c.failure_verdict, c.failure_regression
 
 
 def start_both(
@@ -349,8 +171,8 @@ def measure(home: Any, env: str, task: Path, task_args: dict, dest: Path, trees:
     return TaskRun(outcome.workloads, sampler.intervals)
 
 
-def check_args(args: argparse.Namespace) -> None:
-    """What the parser's types cannot check (for callers that build ARGS themselves)."""
+def check_settings(args: argparse.Namespace) -> GateSettings:
+    """The judging's settings from ARGS; BenchError (exit 2) on what the parser's types let by."""
     compare.check_rules(args.threshold, args.alpha, args.max_failure_increase)
     if args.block_seconds < 2 * SAMPLE_SECONDS:
         raise BenchError(f"--block-seconds must be at least {2 * SAMPLE_SECONDS:g}")
@@ -361,12 +183,20 @@ def check_args(args: argparse.Namespace) -> None:
             f"--min-clean-blocks {args.min_clean_blocks} can never show a change at "
             f"--alpha {args.alpha:g}: the signed-rank test needs at least {need} blocks"
         )
+    return GateSettings(
+        threshold=args.threshold,
+        alpha=args.alpha,
+        block_seconds=args.block_seconds,
+        min_clean=args.min_clean_blocks,
+        bounds=pairing.Bounds(max_other_swing=args.max_interference, max_steal=args.max_steal),
+        max_failure_increase=args.max_failure_increase,
+    )
 
 
 def main(args: argparse.Namespace) -> int:
     began = time.monotonic()
     # Every input is checked, and both environments built, before anything starts.
-    check_args(args)
+    settings = check_settings(args)
     task = rally_task.task_file(args.task)
     task_args = rally_task.parse_task_args(getattr(args, "task_args", None))
     # --identity and the --ldap-* options apply to both sides.
@@ -384,7 +214,6 @@ def main(args: argparse.Namespace) -> int:
         )
         for side in SIDES
     }
-    bounds = pairing.Bounds(max_other_swing=args.max_interference, max_steal=args.max_steal)
     stamp = rally_task.utc_stamp()
     out_dir = (Path(args.reports_dir) / stamp).resolve()
     run_root = rally_task.run_dir(f"gate-{stamp}").resolve()
@@ -421,10 +250,7 @@ def main(args: argparse.Namespace) -> int:
             for side in SIDES:
                 access[side] = procstat.read_access_log(keystones[side].access_log_path)
             return judge_runs(
-                runs, access, threshold=args.threshold, alpha=args.alpha,
-                block_seconds=args.block_seconds, bounds=bounds,
-                min_clean=args.min_clean_blocks,
-                max_failure_increase=args.max_failure_increase,
+                runs, access, settings,
                 base_name=deps["baseline"].describe(), cand_name=deps["candidate"].describe(),
             )  # fmt: skip
 

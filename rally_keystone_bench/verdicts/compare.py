@@ -26,7 +26,7 @@ from typing import Any
 import numpy as np
 
 from rally_keystone_bench.errors import BenchError
-from rally_keystone_bench.verdicts import stats
+from rally_keystone_bench.verdicts import failures, stats
 from rally_keystone_bench.verdicts.results import TOTAL, ActionSamples, Workload, redact
 
 MIN_SAMPLES = 5
@@ -216,10 +216,6 @@ def compare_one(
     )  # fmt: skip
 
 
-def _percent(failed: int, total: int) -> str:
-    return f"{100.0 * failed / total:.1f}%" if total else "n/a"
-
-
 def judge_success(
     c: Comparison,
     base: tuple[int, int],
@@ -227,39 +223,21 @@ def judge_success(
     max_increase: float = 0.0,
     alpha: float = 0.01,
 ) -> Comparison:
-    """Add the success verdict of one action to C; BASE and CAND are (failed, total).
+    """Add the success verdict of one action (:func:`failures.judge`) to C.
 
-    A regression when the candidate has no successful sample and the base has
-    one, or when its failure rate is higher with a one-sided Fisher exact p <
-    ALPHA and by more than MAX_INCREASE percentage points. The failure verdict
-    then leads C's verdict, and C becomes a regression whatever its latency.
+    The failure verdict then leads C's verdict, and C becomes a regression
+    whatever its latency.
     """
-    (bf, bn), (cf, cn) = base, cand
-    c.base_total, c.base_failed, c.cand_total, c.cand_failed = bn, bf, cn, cf
-    c.base_success = 100.0 * (1 - bf / bn) if bn else None
-    c.cand_success = 100.0 * (1 - cf / cn) if cn else None
-    base_ok, cand_ok = bn - bf, cn - cf
-    if cn == 0 and base_ok:
-        c.failure_verdict = "none ran" if c.name == "total" else "never ran"
-        c.failure_p_value = None
-        c.failure_regression = True
-    elif cand_ok == 0 and base_ok:
-        c.failure_verdict = f"every one failed (0 of {cn} succeeded; base {_percent(base_ok, bn)})"
-        c.failure_p_value = stats.fisher_exact_greater(bf, bn, cf, cn)
-        c.failure_regression = True
-    elif bn and cn:
-        p = stats.fisher_exact_greater(bf, bn, cf, cn)
-        c.failure_p_value = p
-        increase = 100.0 * (cf / cn - bf / bn)
-        change = (
-            f"failures {_percent(bf, bn)} -> {_percent(cf, cn)} "
-            f"({increase:+.1f} points, {p_text(p)})"
-        )
-        if p < alpha and increase > max_increase:
-            c.failure_verdict = change
-            c.failure_regression = True
-        elif p < alpha and increase > 0:
-            c.failure_verdict = f"{change}, below the {max_increase:g}-point limit"
+    f = failures.judge(c.name, base, cand, max_increase, alpha)
+    c.base_total, c.base_failed, c.cand_total, c.cand_failed = (
+        f.base_total,
+        f.base_failed,
+        f.cand_total,
+        f.cand_failed,
+    )
+    c.base_success, c.cand_success = f.base_success, f.cand_success
+    c.failure_p_value, c.failure_verdict = f.p_value, f.verdict
+    c.failure_regression = f.regression
     if c.failure_verdict:
         c.verdict = f"{c.failure_verdict}; {c.verdict}"
     if c.failure_regression:

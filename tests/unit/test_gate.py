@@ -10,7 +10,7 @@ from rally_keystone_bench import cli, procstat
 from rally_keystone_bench.errors import BenchError
 from rally_keystone_bench.report import gate as gate_report
 from rally_keystone_bench.verbs import gate
-from rally_keystone_bench.verdicts import pairing, results
+from rally_keystone_bench.verdicts import blocks, pairing, results
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "fixtures"))
 import synthetic  # noqa: E402
@@ -28,7 +28,7 @@ def paired_run(
     busy: tuple[float, float] | None = None,
     cpu_scale: float = 1.0,
     median: float = 0.05,
-) -> gate.TaskRun:
+) -> blocks.TaskRun:
     """N paired iterations (about 0.1 s each) and /proc intervals of 0.5 s over them.
 
     BUSY=(start, end) seconds after T0: other processes take 1.5 cores then.
@@ -49,10 +49,10 @@ def paired_run(
                               "candidate": ks[("candidate", 21)], "generator": 10}, ks)
         )  # fmt: skip
         t += 0.5
-    return gate.TaskRun([wl], intervals)
+    return blocks.TaskRun([wl], intervals)
 
 
-def access_log(run: gate.TaskRun) -> dict[str, list[procstat.Request]]:
+def access_log(run: blocks.TaskRun) -> dict[str, list[procstat.Request]]:
     """One request per timed action, served by pid 11 (baseline) or 21 (candidate)."""
     (wl,) = run.workloads
     out = {}
@@ -65,16 +65,14 @@ def access_log(run: gate.TaskRun) -> dict[str, list[procstat.Request]]:
     return out
 
 
-def judge(*runs: gate.TaskRun, min_clean: int = 8, block_seconds: float = 2.0):
-    return gate.judge_runs(
-        runs, access_log(runs[0]), threshold=10.0, alpha=0.01, block_seconds=block_seconds,
-        bounds=pairing.Bounds(), min_clean=min_clean, base_name="A", cand_name="B",
-    )  # fmt: skip
+def judge(*runs: blocks.TaskRun, min_clean: int = 8, block_seconds: float = 2.0):
+    settings = blocks.GateSettings(10.0, 0.01, block_seconds, min_clean, pairing.Bounds())
+    return blocks.judge_runs(runs, access_log(runs[0]), settings, base_name="A", cand_name="B")
 
 
 def test_pairs_match_the_two_sides_of_each_iteration():
     run = paired_run(n=50, scale=2.0)
-    pairs, base, cand = gate.pairs_of(run.workloads[0], ISSUE)
+    pairs, base, cand = blocks.pairs_of(run.workloads[0], ISSUE)
     assert len(pairs) == 50 and base == (0, 50) and cand == (0, 50)
     assert all(p.cand > p.base * 1.2 for p in pairs)
 

@@ -24,8 +24,8 @@ import pytest
 from rally_keystone_bench import cli, procstat
 from rally_keystone_bench.report import capacity as capacity_report
 from rally_keystone_bench.report import gate as gate_report
-from rally_keystone_bench.verbs import gate, matrix
-from rally_keystone_bench.verdicts import capacity, results
+from rally_keystone_bench.verbs import matrix
+from rally_keystone_bench.verdicts import blocks, capacity, pairing, results
 from rally_keystone_bench.verdicts.capacity import GENERATOR, OK, SLOPE, Probe, Settings
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
@@ -79,7 +79,7 @@ def test_compare(tmp_path, capsys, candidate):
 ISSUE = "keystone.issue_token"
 
 
-def paired_run(scale: float, busy: tuple[float, float], error_every: int) -> gate.TaskRun:
+def paired_run(scale: float, busy: tuple[float, float], error_every: int) -> blocks.TaskRun:
     actions = (f"baseline.{ISSUE}", f"candidate.{ISSUE}")
     data = synthetic.iterations(
         240, actions=actions, median=0.05, sigma=0.1, concurrency=1,
@@ -98,10 +98,10 @@ def paired_run(scale: float, busy: tuple[float, float], error_every: int) -> gat
         t0 = synthetic.T0 + t
         intervals.append(procstat.Interval(t0, t0 + 0.5, other + 30, 0, shares, ks))
         t += 0.5
-    return gate.TaskRun([wl], intervals)
+    return blocks.TaskRun([wl], intervals)
 
 
-def access_log(run: gate.TaskRun) -> dict[str, list[procstat.Request]]:
+def access_log(run: blocks.TaskRun) -> dict[str, list[procstat.Request]]:
     (wl,) = run.workloads
     out = {}
     for side, pid in (("baseline", 11), ("candidate", 21)):
@@ -117,11 +117,9 @@ def access_log(run: gate.TaskRun) -> dict[str, list[procstat.Request]]:
 def test_gate(tmp_path, case):
     scale, error_every = {"pass": (1.0, 0), "slower": (1.5, 0), "fails": (1.0, 7)}[case]
     run = paired_run(scale, (5.0, 9.2), error_every)
-    res = gate.judge_runs(
-        [run], access_log(run), threshold=10.0, alpha=0.01, block_seconds=2.0,
-        bounds=gate.pairing.Bounds(), min_clean=8, base_name="A", cand_name="B",
-    )  # fmt: skip
-    check(f"gate-{case}.txt", gate.gate_report.format_text(res) + "\n", tmp_path)
+    settings = blocks.GateSettings(10.0, 0.01, 2.0, 8, pairing.Bounds())
+    res = blocks.judge_runs([run], access_log(run), settings, base_name="A", cand_name="B")
+    check(f"gate-{case}.txt", gate_report.format_text(res) + "\n", tmp_path)
     paths = {k: tmp_path / f"gate.{k.lower()}" for k in ("JSON", "HTML", "JUnit")}
     gate_report.write_outputs(res, paths)
     check_files(paths, f"gate-{case}", tmp_path)
