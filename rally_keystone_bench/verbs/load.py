@@ -18,7 +18,6 @@ from __future__ import annotations
 import argparse
 import contextlib
 import datetime
-import json
 import math
 import os
 from collections.abc import Iterator
@@ -33,7 +32,7 @@ from rally_keystone_bench.driver import task as rally_task
 from rally_keystone_bench.driver.task import progress
 from rally_keystone_bench.engines.locust import engine
 from rally_keystone_bench.errors import BenchError
-from rally_keystone_bench.report import render
+from rally_keystone_bench.report import records, render
 from rally_keystone_bench.verbs import options
 from rally_keystone_bench.verdicts import capacity, results
 
@@ -220,9 +219,8 @@ def main(args: argparse.Namespace) -> int:
         f"{args.engine} engine: {settings.scenario} at {settings.rate:g} requests/s for "
         f"{settings.duration:g} s after {settings.warmup:g} s of warm-up ({started})"
     )
-    (out_dir / "load.json").write_text(
-        json.dumps({"engine": args.engine, "started_at": started, **vars(args)}, default=str)
-    )
+    doc = {"engine": args.engine, "started_at": started, **vars(args)}
+    records.write_json(out_dir / "load.json", doc, indent=None, default=str)
     with rally_task.sigterm_as_interrupt():
         if args.engine == "locust":
             return run_locust(args, settings, out_dir, run_dir)

@@ -19,9 +19,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
-import re
-import statistics
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -35,9 +32,10 @@ from rally_keystone_bench.deploy.keystone import Deployment
 from rally_keystone_bench.driver import targets
 from rally_keystone_bench.driver import task as rally_task
 from rally_keystone_bench.errors import BenchError, read_input
-from rally_keystone_bench.report import svg
-from rally_keystone_bench.report.render import environment, setting_table
+from rally_keystone_bench.report import matrix as matrix_report
+from rally_keystone_bench.report.render import setting_table
 from rally_keystone_bench.verdicts.results import RPS_RUNNERS, Workload
+from rally_keystone_bench.verdicts.rounds import across_rounds
 
 
 def load_deployments(path: str) -> dict[str, Deployment]:
@@ -134,176 +132,6 @@ def _rows_with_workloads(rows: list[dict[str, Any]], labelled: list[tuple[str, W
         yield row, by_label[row["label"]]
 
 
-def format_table(rows: Sequence[dict[str, Any]]) -> str:
-    """The table as text, seconds as in the study (min avg max p90 p95)."""
-
-    def sec(v: float | None) -> str:
-        return "n/a" if v is None or not math.isfinite(v) else f"{v:.3f}"
-
-    w = max([15, *(len(r["setting"]) for r in rows)])
-    d = max([16, *(len(r["deployment"]) for r in rows)])
-    ldap = any("ldap_connections" in r for r in rows)
-    head = (
-        f"{'deployment':<{d}} {'workload':<{w}} {'action':<20} {'min':>7} {'avg':>7} {'max':>7}"
-        f" {'p90':>7} {'p95':>7} {'success':>8} {'count':>6} {'it/s':>7}"
-        + (f" {'ldap conns':>10}" if ldap else "")
-    )
-    lines = [head, "-" * len(head)]
-    for r in rows:
-        conns = r.get("ldap_connections")
-        lines.append(
-            f"{r['deployment']:<{d}} {r['setting']:<{w}} {r['action']:<20} {sec(r['min']):>7}"
-            f" {sec(r['avg']):>7} {sec(r['max']):>7} {sec(r['p90']):>7} {sec(r['p95']):>7}"
-            f" {r['success_percent']:>7.1f}% {r['count']:>6} {r['throughput']:>7.2f}"
-            + (f" {'-' if conns is None else conns:>10}" if ldap else "")
-        )
-    if ldap:
-        lines.append(
-            "ldap conns: LDAP connections slapd accepted during the workload's load "
-            "(its log's ACCEPT lines)"
-        )
-    return "\n".join(lines)
-
-
-_ROUND_RE = re.compile(r"^(?P<name>.*) \(run (?P<round>\d+)\)$")
-
-
-def chart_action(rows: Sequence[dict[str, Any]]) -> str:
-    """The action a workload's chart shows: its most frequent request, not ``total``.
-
-    A serial token workload: keystone.issue_token (as often as total); a burst
-    of 50 tokens per iteration: keystone.issue_token, not the burst.
-    """
-    return max(rows, key=lambda r: (r["count"], r["action"] != "total"))["action"]
-
-
-def across_rounds(rows: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Per deployment, workload and charted action: requests per second over the rounds.
-
-    A round is one ``--repeat`` run (rows of ``name (run k)``; one run is one
-    round). An action's requests per second in a round are its successful
-    requests over the workload's load duration: ``count x it/s / iterations``
-    (the total row's it/s and count), so a burst of 50 tokens counts 50.
-    """
-    per_round: dict[tuple[str, str], list[dict[str, Any]]] = {}
-    for r in rows:
-        m = _ROUND_RE.match(r["deployment"])
-        name = m.group("name") if m else r["deployment"]
-        per_round.setdefault((name, r["setting"]), []).append(r)
-    out = []
-    for (name, setting), found in per_round.items():
-        action = chart_action(found)
-        values = []
-        for deployment in dict.fromkeys(r["deployment"] for r in found):
-            mine = [r for r in found if r["deployment"] == deployment]
-            total = next((r for r in mine if r["action"] == "total"), None)
-            row = next((r for r in mine if r["action"] == action), None)
-            if total is None or row is None or not total["count"]:
-                continue
-            ok = row["count"] * row["success_percent"] / 100.0
-            values.append(ok * total["throughput"] / total["count"])
-        if not values:
-            continue
-        mean = statistics.fmean(values)
-        out.append(
-            {
-                "deployment": name,
-                "setting": setting,
-                "action": action,
-                "rounds": len(values),
-                "requests_per_second": mean,
-                "min": min(values),
-                "max": max(values),
-                "spread_percent": (max(values) - min(values)) / mean * 100 if mean else math.nan,
-                "per_round": values,
-            }
-        )
-    return out
-
-
-def format_rounds(summary: Sequence[dict[str, Any]]) -> str:
-    """The across-rounds table: requests per second, mean and range of the rounds."""
-    w = max([15, *(len(r["setting"]) for r in summary)])
-    d = max([16, *(len(r["deployment"]) for r in summary)])
-    a = max([20, *(len(r["action"]) for r in summary)])
-    head = (
-        f"{'deployment':<{d}} {'workload':<{w}} {'action':<{a}} {'rounds':>6} {'req/s':>8}"
-        f" {'min':>8} {'max':>8} {'spread':>7}"
-    )
-    lines = ["requests per second, mean of the rounds (min, max: the lowest and highest round)"]
-    lines += [head, "-" * len(head)]
-    for r in summary:
-        lines.append(
-            f"{r['deployment']:<{d}} {r['setting']:<{w}} {r['action']:<{a}} {r['rounds']:>6}"
-            f" {r['requests_per_second']:>8.2f} {r['min']:>8.2f} {r['max']:>8.2f}"
-            f" {r['spread_percent']:>6.1f}%"
-        )
-    return "\n".join(lines)
-
-
-def round_charts(summary: Sequence[dict[str, Any]]) -> list[dict[str, str]]:
-    """One bar chart per workload, a bar per deployment (mean of rounds, min-max whisker).
-
-    Each as ``{"title", "svg"}``.
-    """
-    charts = []
-    for setting in dict.fromkeys(r["setting"] for r in summary):
-        mine = [r for r in summary if r["setting"] == setting]
-        rounds = max(r["rounds"] for r in mine)
-        title = f"{setting}: {mine[0]['action']}, requests per second"
-        if rounds > 1:
-            title += f" ({rounds} rounds)"
-        items = [(r["deployment"], r["requests_per_second"], r["min"], r["max"]) for r in mine]
-        charts.append({"title": title, "svg": svg.bars(title, items, "requests per second")})
-    return charts
-
-
-def render_html(
-    rows: Sequence[dict[str, Any]],
-    title: str,
-    deployments: dict[str, str],
-    errors: dict[str, str] | None = None,
-    summary: Sequence[dict[str, Any]] | None = None,
-) -> str:
-    """A self-contained HTML page of the table, and of the runs that failed.
-
-    SUMMARY: across_rounds(ROWS), when the caller has it already.
-    """
-    template = environment().get_template("matrix.html.j2")
-    summary = across_rounds(rows) if summary is None else summary
-    return template.render(
-        title=title,
-        rows=rows,
-        deployments=deployments,
-        errors=errors or {},
-        rounds=summary if any(r["rounds"] > 1 for r in summary) else [],
-        charts=round_charts(summary),
-    )
-
-
-def write_report(
-    rows: Sequence[dict[str, Any]],
-    out_dir: Path,
-    task: str,
-    deployments: dict[str, str],
-    errors: dict[str, str] | None = None,
-) -> tuple[Path, Path]:
-    title = f"keystone-bench matrix: {task}"
-    html, js = out_dir / "matrix.html", out_dir / "matrix.json"
-    summary = across_rounds(rows)
-    html.write_text(render_html(rows, title, deployments, errors or {}, summary), encoding="utf-8")
-    doc = {
-        "task": task,
-        "units": {"latency": "seconds", "throughput": "successful iterations per second"},
-        "deployments": deployments,
-        "rows": list(rows),
-        "across_rounds": summary,
-        "failed": dict(errors or {}),
-    }
-    js.write_text(json.dumps(doc, indent=2) + "\n", encoding="utf-8")
-    return html, js
-
-
 def main(args: argparse.Namespace) -> int:
     # Every input is checked (load_deployments validates each deployment), and
     # every environment built, before any load.
@@ -329,11 +157,7 @@ def main(args: argparse.Namespace) -> int:
 
     def report() -> tuple[tuple[Path, Path], list[dict[str, Any]]]:
         rows = build_table(results, connections)
-        html, js = write_report(rows, out_dir, str(task), described, errors)
-        if per_node:
-            doc = json.loads(js.read_text(encoding="utf-8"))
-            doc["token_requests_per_node"] = per_node
-            js.write_text(json.dumps(doc, indent=2) + "\n", encoding="utf-8")
+        html, js = matrix_report.write_report(rows, out_dir, str(task), described, errors, per_node)
         return (html, js), rows
 
     with rally_task.sigterm_as_interrupt():
@@ -378,9 +202,9 @@ def main(args: argparse.Namespace) -> int:
                 rally_task.progress(f"interrupted; the table of what ran: {html}")
             raise
     (html, js), rows = report()
-    print(format_table(rows))
+    print(matrix_report.format_table(rows))
     if args.repeat > 1:
-        print(format_rounds(across_rounds(rows)))
+        print(matrix_report.format_rounds(across_rounds(rows)))
     for label, counts in per_node.items():
         print(f"{label}: token requests per node (access logs): {balancing.format_counts(counts)}")
     print(f"matrix HTML: {html}")

@@ -10,7 +10,6 @@ reports written.
 from __future__ import annotations
 
 import argparse
-import json
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -20,6 +19,7 @@ from rally_keystone_bench.driver import targets
 from rally_keystone_bench.driver import task as rally_task
 from rally_keystone_bench.driver.task import TaskOutcome
 from rally_keystone_bench.errors import Interrupted
+from rally_keystone_bench.report import records
 from rally_keystone_bench.verbs import options
 from rally_keystone_bench.verdicts import stats
 
@@ -103,7 +103,7 @@ def record_topology(deployment: Deployment, keystone_dir: Path, out_dir: Path) -
         doc["token_requests_per_node"] = counts
         print(f"token requests per node (access logs): {balancer.format_counts(counts)}")
     if out_dir.is_dir():
-        (out_dir / "deployment.json").write_text(json.dumps(doc, indent=2) + "\n")
+        records.write_json(out_dir / "deployment.json", doc)
 
 
 def record_identity(
@@ -129,7 +129,7 @@ def record_identity(
         for i, wl in enumerate(o.workloads):
             if i in counts:
                 print(f"    [{i + 1}] {wl.label()}: slapd accepted {counts[i]} LDAP connections")
-    (out_dir / "identity.json").write_text(json.dumps(doc, indent=2) + "\n")
+    records.write_json(out_dir / "identity.json", doc)
 
 
 def _run_tasks(

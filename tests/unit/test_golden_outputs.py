@@ -24,8 +24,9 @@ import pytest
 from rally_keystone_bench import cli, procstat
 from rally_keystone_bench.report import capacity as capacity_report
 from rally_keystone_bench.report import gate as gate_report
+from rally_keystone_bench.report import matrix as matrix_report
 from rally_keystone_bench.verbs import matrix
-from rally_keystone_bench.verdicts import blocks, capacity, pairing, results
+from rally_keystone_bench.verdicts import blocks, capacity, pairing, results, rounds
 from rally_keystone_bench.verdicts.capacity import GENERATOR, OK, SLOPE, Probe, Settings
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
@@ -163,7 +164,11 @@ def test_matrix(tmp_path):
     )
     labelled = [("ks-a (run 1)", wls), ("ks-b (run 1)", slower), ("ks-a (run 2)", slower)]
     rows = matrix.build_table(labelled)
-    html, js = matrix.write_report(rows, tmp_path, "tasks/x.yaml", {"ks-a": "keystone"})
+    html, js = matrix_report.write_report(rows, tmp_path, "tasks/x.yaml", {"ks-a": "keystone"})
     check_files({"html": html, "json": js}, "matrix", tmp_path)
-    text = matrix.format_table(rows) + "\n" + matrix.format_rounds(matrix.across_rounds(rows))
+    text = (
+        matrix_report.format_table(rows)
+        + "\n"
+        + matrix_report.format_rounds(rounds.across_rounds(rows))
+    )
     check("matrix.txt", text + "\n", tmp_path)

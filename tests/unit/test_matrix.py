@@ -10,8 +10,9 @@ from rally_keystone_bench import cli
 from rally_keystone_bench.deploy import directory
 from rally_keystone_bench.deploy.keystone import Deployment
 from rally_keystone_bench.errors import BenchError
+from rally_keystone_bench.report import matrix as matrix_report
 from rally_keystone_bench.verbs import matrix
-from rally_keystone_bench.verdicts import results
+from rally_keystone_bench.verdicts import results, rounds
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "fixtures"))
 import synthetic  # noqa: E402
@@ -73,10 +74,10 @@ def test_table_has_a_row_per_deployment_setting_and_action(tmp_path):
     for col in ("min", "avg", "max", "p90", "p95", "success_percent", "count", "throughput"):
         assert col in row
     assert row["min"] <= row["avg"] <= row["max"]
-    html, js = matrix.write_report(rows, tmp_path, "tasks/x.yaml", {"uwsgi-1w": "keystone"})
+    html, js = matrix_report.write_report(rows, tmp_path, "tasks/x.yaml", {"uwsgi-1w": "keystone"})
     assert json.loads(js.read_text())["rows"][0]["deployment"] == "uwsgi-1w"
     assert "uwsgi-2w" in html.read_text()
-    text = matrix.format_table(rows)
+    text = matrix_report.format_table(rows)
     assert "uwsgi-1w" in text and "p95" in text
 
 
@@ -100,7 +101,7 @@ def test_rows_name_the_workload_not_only_the_runner_setting():
         "validate(method=GET) serial(times=10)": "KeystoneTokens.validate",
         "validate(method=HEAD) serial(times=10)": "KeystoneTokens.validate",
     }
-    assert "validate(method=HEAD) serial(times=10)" in matrix.format_table(rows)
+    assert "validate(method=HEAD) serial(times=10)" in matrix_report.format_table(rows)
 
 
 def test_a_deployment_that_fails_loses_no_other_results(tmp_path, monkeypatch, capsys):
@@ -157,7 +158,7 @@ def test_ldap_rows_state_the_connections_slapd_accepted_during_the_load(tmp_path
     )
     assert {r["ldap_connections"] for r in rows if r["deployment"] == "ldap-pool-off"} == {2}
     assert all("ldap_connections" not in r for r in rows if r["deployment"] == "sql")
-    text = matrix.format_table(rows)
+    text = matrix_report.format_table(rows)
     assert "ldap conns" in text and "slapd accepted" in text
 
 
@@ -227,7 +228,7 @@ def _release_rows():
 
 
 def test_repeated_rounds_give_requests_per_second_with_their_spread():
-    summary = matrix.across_rounds(_release_rows())
+    summary = rounds.across_rounds(_release_rows())
     by = {(r["deployment"], r["setting"]): r for r in summary}
     assert set(by) == {
         ("ks29", "authenticate serial(times=10)"), ("ks29", "burst serial(times=1)"),
@@ -243,7 +244,7 @@ def test_repeated_rounds_give_requests_per_second_with_their_spread():
     burst = by[("ks30", "burst serial(times=1)")]
     assert burst["action"] == "keystone.issue_token"
     assert burst["per_round"] == pytest.approx([6.5, 8.0])
-    text = matrix.format_rounds(summary)
+    text = matrix_report.format_rounds(summary)
     assert "req/s" in text and "spread" in text
     line = next(li for li in text.splitlines() if li.startswith("ks29") and "authenticate" in li)
     assert line.split()[-5:] == ["2", "3.40", "3.35", "3.45", "2.9%"]
@@ -254,13 +255,13 @@ def test_failed_requests_do_not_count_as_requests_per_second():
         _row("ks", "validate concurrency 20", "total", 25, 4.0, success=80.0),
         _row("ks", "validate concurrency 20", "keystone.validate_token", 25, 4.0, success=80.0),
     ]
-    (only,) = matrix.across_rounds(rows)
+    (only,) = rounds.across_rounds(rows)
     assert only["rounds"] == 1 and only["requests_per_second"] == pytest.approx(3.2)
 
 
 def test_matrix_html_draws_a_bar_per_deployment_with_the_rounds_range(tmp_path):
     rows = _release_rows()
-    html, js = matrix.write_report(rows, tmp_path, "tasks/token-lifecycle.yaml", {})
+    html, js = matrix_report.write_report(rows, tmp_path, "tasks/token-lifecycle.yaml", {})
     page = html.read_text()
     assert page.count("<svg") == 2  # one chart per workload
     assert page.count('class="bar"') == 4  # a bar per release in each
@@ -272,7 +273,7 @@ def test_matrix_html_draws_a_bar_per_deployment_with_the_rounds_range(tmp_path):
 
 def test_one_round_draws_bars_without_a_range_and_no_rounds_table(tmp_path):
     rows = [r for r in _release_rows() if "(run 1)" in r["deployment"]]
-    page = matrix.render_html(rows, "t", {})
+    page = matrix_report.render_html(rows, "t", {})
     assert page.count('class="bar"') == 4
     assert 'class="whisker"' not in page
     assert "Across rounds" not in page
