@@ -25,7 +25,8 @@ from rally_keystone_bench.clients.retry import (
     call,
     is_transient_status,
 )
-from rally_keystone_bench.clients.tokens import identity_v3_url, scrub
+from rally_keystone_bench.clients.session import identity_v3_url
+from rally_keystone_bench.clients.tokens import scrub
 
 DEFAULT_WORKERS = 20  # rally-openstack's users_context_resource_management_workers
 # Seconds before an admin request is given up and retried. Every admin call

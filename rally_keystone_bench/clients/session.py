@@ -91,11 +91,19 @@ def encode(
     return query, sent, body
 
 
+def identity_v3_url(auth_url: str) -> str:
+    """The Identity v3 root for an auth URL, without asking the server."""
+    url = auth_url.rstrip("/")
+    if url.endswith("/v3"):
+        return url
+    if url.endswith("/v2.0"):
+        return url[: -len("/v2.0")] + "/v3"
+    return url + "/v3"
+
+
 def password_auth(credential: Mapping[str, Any]) -> Any:
     """keystoneauth's v3 password plugin for a credential (see clients.credentials)."""
     from keystoneauth1.identity import v3
-
-    from rally_keystone_bench.clients.tokens import identity_v3_url
 
     return v3.Password(
         auth_url=identity_v3_url(credential["auth_url"]),

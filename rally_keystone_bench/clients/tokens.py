@@ -184,16 +184,6 @@ def scrub(text: str, secrets: list[str] | tuple[str, ...] = ()) -> str:
     return _TOKEN_PATTERN.sub(_REDACTED, text)
 
 
-def identity_v3_url(auth_url: str) -> str:
-    """The Identity v3 root for an auth URL, without asking the server."""
-    url = auth_url.rstrip("/")
-    if url.endswith("/v3"):
-        return url
-    if url.endswith("/v2.0"):
-        return url[: -len("/v2.0")] + "/v3"
-    return url + "/v3"
-
-
 def _parse_time(stamp: str) -> float:
     from datetime import datetime, timezone
 
@@ -303,7 +293,7 @@ class TokenClient:
         timeout: float = 60.0,
         session: Any = None,
     ) -> None:
-        self.base_url = identity_v3_url(auth_url)
+        self.base_url = client_session.identity_v3_url(auth_url)
         self.tokens_url = self.base_url + "/auth/tokens"
         self.fresh_connection = fresh_connection
         self.timeout = timeout

@@ -14,13 +14,10 @@ from __future__ import annotations
 import os
 import shutil
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from rally_keystone_bench.deploy import files
+from rally_keystone_bench.deploy.site import Site
 from rally_keystone_bench.errors import BenchError
-
-if TYPE_CHECKING:  # servers imports this module to build nginx's uWSGI command
-    from rally_keystone_bench.deploy.servers import Site
 
 INSTALL = "apt-get install nginx"
 SOCKET = "uwsgi.sock"

@@ -19,46 +19,20 @@ sized 500 for exceptions that escape Keystone.
 
 from __future__ import annotations
 
-import dataclasses
 import hashlib
 import os
 import pwd
 import shutil
 import tempfile
-from collections.abc import Callable
 from pathlib import Path
 
 from rally_keystone_bench.deploy import files, nginx
+from rally_keystone_bench.deploy.site import Site
 from rally_keystone_bench.errors import BenchError
 
 GUNICORN_MODULE = "keystone_bench_gunicorn"
 HOOK_MODULE = "keystone_bench_wsgi"  # written into the run directory by write_hook
 APACHE_LOG_FORMAT = "%{msec}t %m %U%q %>s %D %P"
-
-
-def _quiet(_: str) -> None:
-    pass
-
-
-@dataclasses.dataclass(frozen=True)
-class Site:
-    """Where and how one server serves Keystone: all a server needs, nothing above it."""
-
-    server: str
-    port: int
-    workers: int
-    threads: int
-    run_dir: Path
-    config_path: Path
-    server_log_path: Path
-    access_log_path: Path
-    venv: Path
-    progress: Callable[[str], None] = _quiet
-    request_timeout: int = 35  # seconds before the server gives up on a silent worker
-
-    def bin(self, name: str) -> str:
-        """An executable of Keystone's environment."""
-        return str(self.venv / "bin" / name)
 
 
 def write_hook(run_dir: Path) -> Path:
