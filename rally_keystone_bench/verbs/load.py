@@ -20,6 +20,7 @@ import contextlib
 import datetime
 import math
 import os
+import shutil
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -112,7 +113,7 @@ def run_locust(args: argparse.Namespace, settings: Any, out_dir: Path, run_dir: 
         progress(f"target: {desc}")
         result = engine.run_load(settings, credential, out_dir / "locust", progress)
     report = out_dir / "locust-report.json"
-    report.write_bytes(result.report.read_bytes())
+    shutil.copyfile(result.report, report)  # the engine's report, kept beside the run's
     meta = result.meta
     rc = summarize(report, out_dir)
     print(f"samples: {result.samples}")

@@ -1,14 +1,17 @@
-"""The import rules between layers (doc/source/architecture.rst), enforced.
+"""The rooms of the package and their import rules (doc/source/architecture.rst), enforced.
 
 Rally imports every module under plugins/ when it loads plugins: they may
-use clients/, stats, results, errors and (the exporter only) report/; never
-the verbs, the CLI, capacity, compare, deploy/, driver/ or engines/. Nothing
-imports a verb but the CLI.
+use clients/, verdicts/, errors and (the exporter only) report/; never the
+verbs, the CLI, deploy/, driver/ or engines/. Nothing imports a verb but
+the CLI. verdicts/ imports only itself and errors, and no Rally, oslo or
+HTTP library comes with it. Only report/ renders or writes an output. No
+import circles; no module over 600 lines, no function over 80.
 """
 
 from __future__ import annotations
 
 import ast
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -93,7 +96,7 @@ def test_importing_a_scenario_pulls_in_no_tool_module():
         if line.startswith("import time:") and "|" in line
     }
     ours = sorted(m for m in loaded if m.startswith(NAME))
-    forbidden = ("cli", "verbs", "capacity", "compare", "deploy", "driver", "engines", "report")
+    forbidden = ("cli", "verbs", "deploy", "driver", "engines", "report")
     wrong = [m for m in ours if layer(m) in forbidden]
     assert f"{NAME}.plugins.scenarios.tokens" in ours
     assert wrong == []
@@ -123,3 +126,172 @@ def test_every_module_imports_first_without_a_cycle():
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert proc.stdout == ""
+
+
+# -- the verdict layer ------------------------------------------------------------
+@pytest.mark.parametrize("path", modules_under("verdicts"), ids=lambda p: p.name)
+def test_verdicts_import_only_themselves_and_errors(path):
+    wrong = sorted(m for m in imports_of(path) if layer(m) not in ("verdicts", "errors"))
+    assert wrong == [], f"{path.relative_to(PACKAGE)} imports {wrong}"
+
+
+def test_importing_the_verdicts_pulls_in_no_rally_oslo_or_http():
+    names = [module_name(p) for p in modules_under("verdicts")]
+    code = (
+        "import importlib, json, sys\n"
+        f"for name in {names!r}:\n"
+        "    importlib.import_module(name)\n"
+        "print(json.dumps(sorted(sys.modules)))\n"
+    )
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    loaded = json.loads(proc.stdout)
+    assert f"{NAME}.verdicts.stats" in loaded  # the check saw the package
+    heavy = ("rally", "oslo_log", "oslo_config", "requests", "keystoneauth1", "urllib3", "jinja2")
+    wrong = [m for m in loaded if m.split(".")[0] in heavy]
+    assert wrong == []
+
+
+# -- report/ is the only writer ---------------------------------------------------
+WRITER_CALLS = ("write_text", "write_bytes", "dump", "get_template")
+NOT_WRITERS = ("verdicts", "verbs", "cli")
+
+
+def writes_of(path: Path) -> list[str]:
+    """Calls in PATH that render or write an output: .write_text(), json.dump(), open(.., "w")."""
+    found = []
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if not isinstance(node, ast.Call):
+            continue
+        f = node.func
+        name = f.attr if isinstance(f, ast.Attribute) else getattr(f, "id", "")
+        if name in WRITER_CALLS:
+            found.append(f"{name}() line {node.lineno}")
+        elif name == "open" and len(node.args) > 1 and isinstance(node.args[1], ast.Constant):
+            if any(c in str(node.args[1].value) for c in "wax"):
+                found.append(f"open(.., {node.args[1].value!r}) line {node.lineno}")
+    return found
+
+
+@pytest.mark.parametrize(
+    "path",
+    [p for room in NOT_WRITERS for p in sorted(PACKAGE.glob(f"{room}/**/*.py"))]
+    + [PACKAGE / "cli.py"],
+    ids=lambda p: str(p.relative_to(PACKAGE)),
+)
+def test_only_report_renders_or_writes_outputs(path):
+    assert writes_of(path) == [], f"{path.relative_to(PACKAGE)}: report/ writes outputs"
+
+
+def test_the_writer_check_sees_a_write(tmp_path):
+    sample = tmp_path / "sample.py"
+    sample.write_text('import json\nPath("x").write_text(json.dumps(1))\nopen("y", "w")\n')
+    assert writes_of(sample) == ["write_text() line 2", "open(.., 'w') line 3"]
+
+
+# -- no circles -----------------------------------------------------------------
+def module_of(name: str) -> str | None:
+    """The package module NAME names (a function imported from it names its module)."""
+    while name and name != NAME:
+        rel = PACKAGE.parent / name.replace(".", "/")
+        if rel.with_suffix(".py").is_file() or (rel / "__init__.py").is_file():
+            return name
+        name = name.rpartition(".")[0]
+    return None
+
+
+def import_graph() -> dict[str, set[str]]:
+    graph = {}
+    for path in PACKAGE.rglob("*.py"):
+        me = module_name(path)
+        graph[me] = {m for m in map(module_of, imports_of(path)) if m and m != me}
+    return graph
+
+
+def circles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """Strongly connected groups of more than one module (Tarjan)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    found = []
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        for w in graph.get(v, ()):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            group = []
+            while True:
+                w = stack.pop()
+                group.append(w)
+                if w == v:
+                    break
+            if len(group) > 1:
+                found.append(sorted(group))
+
+    for v in sorted(graph):
+        if v not in index:
+            visit(v)
+    return found
+
+
+def test_no_import_circles():
+    """Every import counts, at the top or inside a function (one hid a circle from Python)."""
+    assert circles(import_graph()) == []
+
+
+def test_the_circle_check_finds_a_circle():
+    assert circles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
+
+
+# -- sizes ----------------------------------------------------------------------
+MAX_MODULE_LINES = 600
+MAX_FUNCTION_LINES = 80
+# Known offenders (issue 23), each to be split by its job; the list may only shrink.
+LONG_MODULES = {
+    "deploy/keystone.py",
+    "deploy/mock.py",
+    "plugins/contexts/users.py",
+    "verdicts/results.py",
+    "verdicts/stats.py",
+}
+LONG_FUNCTIONS = {
+    "cli.py:_add_deployment_options",
+    "cli.py:build_parser",
+    "deploy/mock.py:serve",
+    "engines/locust/engine.py:run_load",
+    "engines/locust/samples.py:rally_report",
+    "plugins/contexts/users.py:_create",
+    "plugins/runners/pooled_rps.py:_worker_process",
+    "plugins/scenarios/tokens.py:run",
+    "verbs/gate.py:main",
+    "verbs/matrix.py:main",
+    "verdicts/capacity.py:find_capacity",
+}
+
+
+def sizes() -> tuple[set[str], set[str]]:
+    long_modules, long_functions = set(), set()
+    for path in PACKAGE.rglob("*.py"):
+        rel = str(path.relative_to(PACKAGE))
+        text = path.read_text()
+        if len(text.splitlines()) > MAX_MODULE_LINES:
+            long_modules.add(rel)
+        for node in ast.walk(ast.parse(text, rel)):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                if node.end_lineno - node.lineno + 1 > MAX_FUNCTION_LINES:
+                    long_functions.add(f"{rel}:{node.name}")
+    return long_modules, long_functions
+
+
+def test_no_module_over_600_lines_and_no_function_over_80():
+    long_modules, long_functions = sizes()
+    assert long_modules - LONG_MODULES == set(), "split by job, not by line count"
+    assert long_functions - LONG_FUNCTIONS == set()
+    # A known offender fixed comes off the list, so it cannot grow back unseen.
+    assert LONG_MODULES - long_modules == set(), "remove it from LONG_MODULES"
+    assert LONG_FUNCTIONS - long_functions == set(), "remove it from LONG_FUNCTIONS"
