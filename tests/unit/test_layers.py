@@ -151,6 +151,24 @@ def test_importing_the_verdicts_pulls_in_no_rally_oslo_or_http():
     assert wrong == []
 
 
+ROOM_MAY_USE = {
+    "clients": ("clients", "errors"),
+    "deploy": ("deploy", "clients", "errors"),
+    "report": ("report", "verdicts", "errors", "", "__name__"),  # and the package's name
+}
+
+
+@pytest.mark.parametrize(
+    "path",
+    [p for room in ROOM_MAY_USE for p in modules_under(room)],
+    ids=lambda p: str(p.relative_to(PACKAGE)),
+)
+def test_lower_rooms_import_only_what_lies_below(path):
+    allowed = ROOM_MAY_USE[str(path.relative_to(PACKAGE)).split("/")[0]]
+    wrong = sorted(m for m in imports_of(path) if layer(m) not in allowed)
+    assert wrong == [], f"{path.relative_to(PACKAGE)} imports {wrong}"
+
+
 # -- report/ is the only writer ---------------------------------------------------
 WRITER_CALLS = ("write_text", "write_bytes", "dump", "get_template")
 NOT_WRITERS = ("verdicts", "verbs", "cli")
