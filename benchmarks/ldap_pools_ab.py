@@ -24,7 +24,8 @@ from pathlib import Path
 import requests
 from _machine import describe
 
-from rally_keystone_bench.clients.tokens import TokenClient, UserAuth
+from rally_keystone_bench.clients.auth import UserAuth
+from rally_keystone_bench.clients.tokens import TokenClient
 from rally_keystone_bench.deploy import directory
 from rally_keystone_bench.deploy.keystone import Deployment, LocalKeystone
 

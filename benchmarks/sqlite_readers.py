@@ -24,7 +24,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _machine import describe  # noqa: E402
 
-from rally_keystone_bench.clients.tokens import TokenClient, UserAuth  # noqa: E402
+from rally_keystone_bench.clients.auth import UserAuth  # noqa: E402
+from rally_keystone_bench.clients.tokens import TokenClient  # noqa: E402
 from rally_keystone_bench.deploy import keystone as K  # noqa: E402
 from rally_keystone_bench.verdicts import stats  # noqa: E402
 

@@ -17,6 +17,7 @@ from concurrent import futures
 from typing import Any
 
 from rally_keystone_bench.clients import session as client_session
+from rally_keystone_bench.clients.auth import UserAuth, auth_request_body
 from rally_keystone_bench.clients.retry import (
     KeystoneAdminError,
     RetryPolicy,
@@ -306,15 +307,8 @@ class AdminClient:
 
     def authenticates(self, user_id: str, password: str, project_id: str) -> bool:
         """True when the user gets a project-scoped token with this password."""
-        body = {
-            "auth": {
-                "identity": {
-                    "methods": ["password"],
-                    "password": {"user": {"id": user_id, "password": password}},
-                },
-                "scope": {"project": {"id": project_id}},
-            }
-        }
+        auth = UserAuth(user_id=user_id, password=password, project_id=project_id)
+        body = auth_request_body(auth)
         status, _ = self.request(
             "POST",
             "/auth/tokens?nocatalog=1",

@@ -12,8 +12,9 @@ import os
 import threading
 from typing import Any
 
+from rally_keystone_bench.clients.auth import UserAuth
 from rally_keystone_bench.clients.credentials import verify_of
-from rally_keystone_bench.clients.tokens import Token, TokenClient, UserAuth
+from rally_keystone_bench.clients.tokens import Token, TokenClient
 
 POOL_SIZE = 64
 

@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from rally_keystone_bench.clients import credentials
+from rally_keystone_bench.clients.auth import UserAuth, auth_request_body
 from rally_keystone_bench.deploy import (
     balancer as balancing,
 )
@@ -795,28 +796,10 @@ class LocalKeystone:
         return all(states.get(name) == "UP" for name, _ in nodes)
 
     def _admin_token_status(self) -> int | None:
-        body = json.dumps(
-            {
-                "auth": {
-                    "identity": {
-                        "methods": ["password"],
-                        "password": {
-                            "user": {
-                                "name": ADMIN_USER,
-                                "domain": {"name": "Default"},
-                                "password": self.admin_password,
-                            }
-                        },
-                    },
-                    "scope": {
-                        "project": {
-                            "name": ADMIN_PROJECT,
-                            "domain": {"name": "Default"},
-                        }
-                    },
-                }
-            }
-        ).encode()
+        auth = UserAuth(
+            username=ADMIN_USER, password=self.admin_password, project_name=ADMIN_PROJECT
+        )
+        body = json.dumps(auth_request_body(auth)).encode()
         req = urllib.request.Request(
             self.auth_url + "/auth/tokens?nocatalog",
             data=body,

@@ -16,7 +16,8 @@ import requests
 from _bench_helpers import bench, live_pids, states
 
 from rally_keystone_bench import cli
-from rally_keystone_bench.clients.tokens import TokenClient, UserAuth
+from rally_keystone_bench.clients.auth import UserAuth
+from rally_keystone_bench.clients.tokens import TokenClient
 from rally_keystone_bench.deploy import directory, process
 from rally_keystone_bench.deploy.keystone import Deployment, LocalKeystone
 from rally_keystone_bench.driver.rally import RallyHome, keystone_spec

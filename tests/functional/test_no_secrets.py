@@ -16,7 +16,8 @@ import secrets
 import pytest
 from test_scenarios_live import _create_user, _task, _workload, run_task, workloads
 
-from rally_keystone_bench.clients.tokens import TokenClient, UserAuth
+from rally_keystone_bench.clients.auth import UserAuth
+from rally_keystone_bench.clients.tokens import TokenClient
 from rally_keystone_bench.driver.rally import RallyHome, keystone_spec
 
 pytestmark = pytest.mark.functional

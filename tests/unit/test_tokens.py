@@ -11,13 +11,13 @@ import pytest
 from fake_keystone import EXPIRES, FakeKeystone, serving
 
 from rally_keystone_bench.clients import session as client_session
+from rally_keystone_bench.clients.auth import UserAuth
 from rally_keystone_bench.clients.session import identity_v3_url
 from rally_keystone_bench.clients.tokens import (
     Token,
     TokenClient,
     TokenRequestError,
     TokenResult,
-    UserAuth,
     scrub,
 )
 

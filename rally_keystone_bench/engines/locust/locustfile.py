@@ -451,7 +451,7 @@ class Worker:
 
 
 def user_auth(cred: dict) -> Any:
-    from rally_keystone_bench.clients.tokens import UserAuth
+    from rally_keystone_bench.clients.auth import UserAuth
 
     # By name, as Rally's keystone_users credentials: the same request on both engines.
     return UserAuth(

@@ -22,6 +22,7 @@ from rally.common import logging
 from rally.task import context
 
 from rally_keystone_bench.clients import admin as _admin
+from rally_keystone_bench.clients import auth as client_auth
 from rally_keystone_bench.clients import tokens as tk
 from rally_keystone_bench.clients.retry import (
     KeystoneAdminError,
@@ -69,7 +70,7 @@ class TokenPool(context.Context):
                 "description": "Tokens issued for each user (default 1).",
             },
             "scope": {
-                "enum": list(tk.SCOPES),
+                "enum": list(client_auth.SCOPES),
                 "description": "Scope of the tokens (default project: the user's project).",
             },
             "min_ttl": {
@@ -178,8 +179,8 @@ def _client(credential: Any, workers: int) -> tk.TokenClient:
     )
 
 
-def _user_auth(user: dict) -> tk.UserAuth:
-    auth = tk.UserAuth.from_credential(user["credential"])
+def _user_auth(user: dict) -> client_auth.UserAuth:
+    auth = client_auth.UserAuth.from_credential(user["credential"])
     if user.get("tenant_id"):
         auth = dataclasses.replace(auth, project_id=user["tenant_id"])
     return auth

@@ -24,8 +24,9 @@ from rally.task import validation
 from rally_openstack.task import scenario
 
 from rally_keystone_bench.clients import credentials
+from rally_keystone_bench.clients.auth import SCOPES, UserAuth
 from rally_keystone_bench.clients.pool import shared_client
-from rally_keystone_bench.clients.tokens import SCOPES, Token, TokenRequestError, UserAuth
+from rally_keystone_bench.clients.tokens import Token, TokenRequestError
 from rally_keystone_bench.plugins.scenarios.tokens import ISSUE, MIN_TTL, VALIDATE, _TokenScenario
 
 SIDES = ("baseline", "candidate")

@@ -21,15 +21,8 @@ from rally.task import atomic, validation
 from rally_openstack.task import scenario
 
 from rally_keystone_bench.clients import pool
-from rally_keystone_bench.clients.tokens import (
-    METHODS,
-    SCOPES,
-    Token,
-    TokenClient,
-    TokenRequestError,
-    UserAuth,
-    shorten,
-)
+from rally_keystone_bench.clients.auth import METHODS, SCOPES, UserAuth
+from rally_keystone_bench.clients.tokens import Token, TokenClient, TokenRequestError, shorten
 
 ISSUE = "keystone.issue_token"
 VALIDATE = "keystone.validate_token"
