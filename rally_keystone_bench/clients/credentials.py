@@ -48,20 +48,25 @@ def from_environ(env: Mapping[str, str], where: str = ENVIRON) -> dict[str, Any]
     }
 
 
+def os_variables(credential: Mapping[str, Any]) -> dict[str, str]:
+    """The ``OS_*`` variables of CREDENTIAL, as an openrc exports them."""
+    env = {
+        "OS_AUTH_URL": str(credential["auth_url"]),
+        "OS_USERNAME": str(credential["username"]),
+        "OS_PASSWORD": str(credential["password"]),
+        "OS_PROJECT_NAME": str(credential["project_name"]),
+        "OS_USER_DOMAIN_NAME": str(credential.get("user_domain_name") or "Default"),
+        "OS_PROJECT_DOMAIN_NAME": str(credential.get("project_domain_name") or "Default"),
+    }
+    if credential.get("region_name"):
+        env["OS_REGION_NAME"] = str(credential["region_name"])
+    env["OS_IDENTITY_API_VERSION"] = "3"
+    return env
+
+
 def openrc_text(credential: Mapping[str, Any]) -> str:
     """The openrc file of CREDENTIAL (``export OS_...=`` lines): what from_openrc reads."""
-    lines = [
-        f"export OS_AUTH_URL={credential['auth_url']}",
-        f"export OS_USERNAME={credential['username']}",
-        f"export OS_PASSWORD={credential['password']}",
-        f"export OS_PROJECT_NAME={credential['project_name']}",
-        f"export OS_USER_DOMAIN_NAME={credential.get('user_domain_name') or 'Default'}",
-        f"export OS_PROJECT_DOMAIN_NAME={credential.get('project_domain_name') or 'Default'}",
-    ]
-    if credential.get("region_name"):
-        lines.append(f"export OS_REGION_NAME={credential['region_name']}")
-    lines += ["export OS_IDENTITY_API_VERSION=3", ""]
-    return "\n".join(lines)
+    return "".join(f"export {k}={v}\n" for k, v in os_variables(credential).items())
 
 
 def from_openrc(path: Path) -> dict[str, Any]:

@@ -57,6 +57,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
+from rally_keystone_bench.clients import credentials
 from rally_keystone_bench.errors import BenchError
 
 ADMIN_USER = "admin"
@@ -751,22 +752,9 @@ def serve(
     store.db.close()
     store._local = threading.local()
     _write_private(run_dir / "admin-password", password + "\n")
-    _write_private(
-        run_dir / "openrc",
-        "\n".join(
-            [
-                f"export OS_AUTH_URL={base}/v3",
-                f"export OS_USERNAME={ADMIN_USER}",
-                f"export OS_PASSWORD={password}",
-                f"export OS_PROJECT_NAME={ADMIN_PROJECT}",
-                "export OS_USER_DOMAIN_NAME=Default",
-                "export OS_PROJECT_DOMAIN_NAME=Default",
-                f"export OS_REGION_NAME={REGION}",
-                "export OS_IDENTITY_API_VERSION=3",
-                "",
-            ]
-        ),
-    )
+    admin = {"auth_url": f"{base}/v3", "username": ADMIN_USER, "password": password}
+    admin |= {"project_name": ADMIN_PROJECT, "region_name": REGION}
+    _write_private(run_dir / "openrc", credentials.openrc_text(admin))
     (run_dir / "mock.json").write_text(json.dumps({"port": real_port, "pid": os.getpid()}) + "\n")
     (run_dir / "mock.pid").write_text(f"{os.getpid()}\n")
 

@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from rally_keystone_bench.clients import credentials
 from rally_keystone_bench.engines.locust import schedule
 from rally_keystone_bench.engines.locust.samples import SCENARIOS
 from rally_keystone_bench.errors import BenchError
@@ -206,12 +207,8 @@ class LoadResult:
 
 def _admin_environ(credential: Mapping[str, Any]) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("OS_")}
-    env["OS_AUTH_URL"] = str(credential["auth_url"])
-    env["OS_USERNAME"] = str(credential["username"])
-    env["OS_PASSWORD"] = str(credential["password"])
-    env["OS_PROJECT_NAME"] = str(credential.get("project_name") or "admin")
-    env["OS_USER_DOMAIN_NAME"] = str(credential.get("user_domain_name") or "Default")
-    env["OS_PROJECT_DOMAIN_NAME"] = str(credential.get("project_domain_name") or "Default")
+    project = credential.get("project_name") or "admin"
+    env.update(credentials.os_variables({**credential, "project_name": project}))
     if credential.get("https_insecure"):
         env["OS_INSECURE"] = "true"
     if credential.get("https_cacert"):
