@@ -22,7 +22,7 @@ from markupsafe import Markup
 from rally_keystone_bench import __name__ as pkg
 from rally_keystone_bench.errors import BenchError
 from rally_keystone_bench.report import svg
-from rally_keystone_bench.verdicts import stats
+from rally_keystone_bench.verdicts import stats, trend
 from rally_keystone_bench.verdicts.results import RPS_RUNNERS, TOTAL, Workload, redact
 
 TEMPLATES = Path(__file__).parent / "templates"
@@ -99,13 +99,13 @@ def achieved_rate(wl: Workload) -> float | None:
     return (wl.iterations - 1) / span if span > 0 else None
 
 
-def latency_fit(a: Any, t0: float) -> stats.LinearFit | None:
+def latency_fit(a: Any, t0: float) -> trend.LinearFit | None:
     """Least-squares line of an action's latency against seconds since ``t0``."""
     ok = ~a.failed
     x = a.started_at[ok] - t0
     if x.size < 3 or float(x.max() - x.min()) <= 0:
         return None
-    return stats.ols(x, a.duration[ok])
+    return trend.ols(x, a.duration[ok])
 
 
 def rps_target(wl: Workload) -> list[tuple[float, float]]:

@@ -12,7 +12,7 @@ from xml.sax.saxutils import escape
 
 import numpy as np
 
-from rally_keystone_bench.verdicts.stats import LinearFit
+from rally_keystone_bench.verdicts.trend import LinearFit
 
 W, H = 720, 260
 LEFT, RIGHT, TOP, BOTTOM = 64, 16, 28, 40

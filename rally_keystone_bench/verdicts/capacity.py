@@ -47,7 +47,7 @@ from typing import Any
 
 import numpy as np
 
-from rally_keystone_bench.verdicts import stats
+from rally_keystone_bench.verdicts import stats, trend
 from rally_keystone_bench.verdicts.results import Workload
 
 # scenario argument -> (Rally scenario, timed atomic action)
@@ -251,7 +251,7 @@ def judge(probe: Probe, wl: Workload, settings: Settings) -> Probe:
         probe.p50, probe.p95, probe.p99 = s["p50"], s["p95"], s["p99"]
         x, y = action.started_at[keep] - first, action.duration[keep]
         if x.size >= 3 and float(x.max() - x.min()) > 0:
-            fit = stats.ols(x, y)
+            fit = trend.ols(x, y)
             probe.slope, probe.slope_ci = fit.slope, tuple(fit.slope_ci)
         if action.has_response_time and action.intended is not None:
             due = action.intended >= boundary

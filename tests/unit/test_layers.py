@@ -275,7 +275,6 @@ LONG_MODULES = {
     "deploy/mock.py",
     "plugins/contexts/users.py",
     "verdicts/results.py",
-    "verdicts/stats.py",
 }
 LONG_FUNCTIONS = {
     "cli.py:_add_deployment_options",

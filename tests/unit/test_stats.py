@@ -5,7 +5,7 @@ import math
 import numpy as np
 import pytest
 
-from rally_keystone_bench.verdicts import stats
+from rally_keystone_bench.verdicts import stats, trend
 
 
 def test_summarize_matches_numpy_and_orders_figures():
@@ -30,12 +30,12 @@ def test_summarize_empty_gives_none():
     [(1, 12.706), (2, 4.303), (3, 3.182), (5, 2.571), (10, 2.228), (30, 2.042)],
 )
 def test_t_quantile_matches_table(df, expected):
-    assert stats.t_quantile(0.975, df) == pytest.approx(expected, abs=1e-3)
+    assert trend.t_quantile(0.975, df) == pytest.approx(expected, abs=1e-3)
 
 
 def test_t_quantile_two_sided_99_matches_table():
-    assert stats.t_quantile(0.995, 3) == pytest.approx(5.841, abs=1e-3)
-    assert stats.t_quantile(0.005, 10) == pytest.approx(-3.169, abs=1e-3)
+    assert trend.t_quantile(0.995, 3) == pytest.approx(5.841, abs=1e-3)
+    assert trend.t_quantile(0.005, 10) == pytest.approx(-3.169, abs=1e-3)
 
 
 def test_ols_recovers_slope_and_ci_covers_truth():
@@ -44,7 +44,7 @@ def test_ols_recovers_slope_and_ci_covers_truth():
     for _ in range(200):
         x = np.linspace(0, 60, 50)
         y = 0.05 + 0.002 * x + rng.normal(0, 0.01, x.size)
-        fit = stats.ols(x, y)
+        fit = trend.ols(x, y)
         assert fit.slope == pytest.approx(np.polyfit(x, y, 1)[0])
         covered += fit.slope_ci[0] <= 0.002 <= fit.slope_ci[1]
     # A 95 % interval should cover the true slope about 190 times in 200.
@@ -53,9 +53,9 @@ def test_ols_recovers_slope_and_ci_covers_truth():
 
 def test_ols_rejects_degenerate_input():
     with pytest.raises(ValueError):
-        stats.ols([1, 1, 1], [1, 2, 3])
+        trend.ols([1, 1, 1], [1, 2, 3])
     with pytest.raises(ValueError):
-        stats.ols([1, 2], [1, 2])
+        trend.ols([1, 2], [1, 2])
 
 
 def test_rank_average_gives_ties_their_mean_rank():
@@ -190,14 +190,14 @@ def test_merged_halves_give_the_batch_fit_of_all_points_past_the_warmup(x_mode):
     half = rng.random(x.size) < 0.5
     parts = []
     for mask in (half, ~half):
-        engine = stats.StreamingSlope(warmup, x_mode)
+        engine = trend.StreamingSlope(warmup, x_mode)
         for i in rng.permutation(np.flatnonzero(mask)):  # out of order, as Rally feeds
             engine.start(x[i])
             engine.add(x[i], y[i])
         parts.append(engine)
     merged = parts[0].merge(parts[1]).result()
     past = x >= x.min() + warmup
-    batch = stats.ols(x[past] - x.min(), y[past])
+    batch = trend.ols(x[past] - x.min(), y[past])
     assert merged.n == int(past.sum())
     assert merged.fit.slope == pytest.approx(batch.slope, rel=1e-9)
     assert merged.fit.slope_ci[0] == pytest.approx(batch.slope_ci[0], rel=1e-9)
@@ -206,8 +206,8 @@ def test_merged_halves_give_the_batch_fit_of_all_points_past_the_warmup(x_mode):
 
 def test_merge_moves_the_warmup_to_the_earlier_first_start():
     x, y = _points(600, 13)
-    early = stats.StreamingSlope(10.0)
-    late = stats.StreamingSlope(10.0)
+    early = trend.StreamingSlope(10.0)
+    late = trend.StreamingSlope(10.0)
     for xi, yi in zip(x, y, strict=True):
         target = early if xi < x[0] + 5 else late
         target.start(xi)
@@ -215,14 +215,14 @@ def test_merge_moves_the_warmup_to_the_earlier_first_start():
     alone = late.result().n  # its warm-up runs from its own first start, 5 s later
     merged = late.merge(early).result()
     assert merged.n == int((x >= x[0] + 10).sum()) > alone
-    assert merged.fit.slope == pytest.approx(stats.ols(x[x >= x[0] + 10], y[x >= x[0] + 10]).slope)
+    assert merged.fit.slope == pytest.approx(trend.ols(x[x >= x[0] + 10], y[x >= x[0] + 10]).slope)
 
 
 def test_merging_an_empty_engine_changes_nothing():
     x, y = _points(100, 14)
-    engine = stats.StreamingSlope(0.0)
+    engine = trend.StreamingSlope(0.0)
     for xi, yi in zip(x, y, strict=True):
         engine.start(xi)
         engine.add(xi, yi)
     before = engine.result().fit.slope
-    assert engine.merge(stats.StreamingSlope(0.0)).result().fit.slope == before
+    assert engine.merge(trend.StreamingSlope(0.0)).result().fit.slope == before

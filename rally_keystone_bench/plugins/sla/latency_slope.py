@@ -24,11 +24,11 @@ details count them. The warm-up runs from the earliest iteration
 
 Exactness. Rally calls ``add_iteration`` with batches sorted within a batch
 but not across runner processes, so the earliest iteration (and with it the
-warm-up boundary) may arrive last. The engine, ``stats.StreamingSlope``,
+warm-up boundary) may arrive last. The engine, ``trend.StreamingSlope``,
 keeps per-second moments of the points wholly past the boundary and the
 raw points of the warm-up only, so the fit is that of ``numpy.polyfit`` on
 the same points whatever the arrival order, and ``merge`` of two SLAs is the
-SLA of all their iterations (see ``stats.StreamingSlope``).
+SLA of all their iterations (see ``trend.StreamingSlope``).
 
 ``x: iteration``. ``x`` is the rank by start time among the successful
 post-warm-up points. Ranks inside one second are not kept (that would need
@@ -57,7 +57,7 @@ import typing as t
 from rally import consts
 from rally.task import sla
 
-from rally_keystone_bench.verdicts.stats import LinearFit, StreamingSlope
+from rally_keystone_bench.verdicts.trend import LinearFit, StreamingSlope
 
 if t.TYPE_CHECKING:  # pragma: no cover
     from rally.task import runner
