@@ -26,10 +26,11 @@ import math
 import os
 import re
 from array import array
-from collections.abc import Iterable, Iterator, Mapping
-from typing import TYPE_CHECKING, Any, TextIO
+from collections.abc import Iterable, Mapping
+from typing import TYPE_CHECKING, Any
 
 from rally_keystone_bench.errors import BenchError
+from rally_keystone_bench.verdicts.jsonstream import JsonStream
 
 if TYPE_CHECKING:
     import numpy as np
@@ -414,117 +415,13 @@ class _WorkloadBuilder:
         )
 
 
-class _Stream:
-    """A JSON text read in chunks; values are decoded one at a time."""
-
-    CHUNK = 1 << 20
-
-    def __init__(self, f: TextIO, name: str) -> None:
-        self.f = f
-        self.name = name
-        self.buf = ""
-        self.pos = 0
-        self.offset = 0  # characters dropped before buf
-        self.eof = False
-        self.decoder = json.JSONDecoder()
-        self._ws = re.compile(r"\S")
-
-    def _fill(self) -> bool:
-        try:
-            chunk = self.f.read(self.CHUNK)
-        except UnicodeDecodeError:
-            raise BenchError(f"{self.name}: not UTF-8 text, not a Rally JSON report") from None
-        if not chunk:
-            self.eof = True
-            return False
-        self.offset += self.pos
-        self.buf = self.buf[self.pos :] + chunk
-        self.pos = 0
-        return True
-
-    def truncated(self) -> BenchError:
-        return BenchError(
-            f"{self.name}: truncated JSON (ends after {self.offset + len(self.buf)} characters)"
-        )
-
-    def peek(self) -> str:
-        while True:
-            m = self._ws.search(self.buf, self.pos)
-            if m:
-                self.pos = m.start()
-                return self.buf[self.pos]
-            self.pos = len(self.buf)
-            if not self._fill():
-                return ""
-
-    def expect(self, chars: str) -> str:
-        c = self.peek()
-        if c == "":
-            raise self.truncated()
-        if c not in chars:
-            raise BenchError(
-                f"{self.name}: invalid JSON at character {self.offset + self.pos}: "
-                f"expected {' or '.join(repr(x) for x in chars)}"
-            )
-        self.pos += 1
-        return c
-
-    def value(self) -> Any:
-        if self.peek() == "":
-            raise self.truncated()
-        while True:
-            try:
-                obj, end = self.decoder.raw_decode(self.buf, self.pos)
-            except json.JSONDecodeError as e:
-                near_end = e.pos >= len(self.buf) - 16 or e.msg.startswith("Unterminated")
-                if near_end and not self.eof and self._fill():
-                    continue
-                if near_end:
-                    raise self.truncated() from None
-                raise BenchError(
-                    f"{self.name}: invalid JSON at character {self.offset + e.pos}: {e.msg}"
-                ) from None
-            if len(self.buf) - end < 64 and not self.eof and self._fill():
-                # A number cut by the chunk's end ("0." of "0.25") decodes as a
-                # shorter number: decide only with more text after it.
-                continue
-            self.pos = end
-            return obj
-
-    def members(self) -> Iterator[str]:
-        """Keys of the object that starts here; the caller reads each value."""
-        self.expect("{")
-        if self.peek() == "}":
-            self.pos += 1
-            return
-        while True:
-            key = self.value()
-            if not isinstance(key, str):
-                raise BenchError(f"{self.name}: invalid JSON: an object key is not a string")
-            self.expect(":")
-            yield key
-            if self.expect(",}") == "}":
-                return
-
-    def items(self) -> Iterator[None]:
-        """Elements of the array that starts here; the caller reads each one."""
-        self.expect("[")
-        if self.peek() == "]":
-            self.pos += 1
-            return
-        while True:
-            yield None
-            if self.expect(",]") == "]":
-                return
-
-
 def _not_rally(name: str, why: str) -> BenchError:
     return BenchError(
         f"{name}: not a Rally JSON report ({why}); make one with rally task report --json"
     )
 
 
-def _expect_start(s: _Stream, char: str, why: str) -> None:
+def _expect_start(s: JsonStream, char: str, why: str) -> None:
     """The next value must open with ``char``: else truncated, or not Rally's."""
     c = s.peek()
     if c == "":
@@ -533,7 +430,7 @@ def _expect_start(s: _Stream, char: str, why: str) -> None:
         raise _not_rally(s.name, why)
 
 
-def _read_stream(s: _Stream) -> list[Workload]:
+def _read_stream(s: JsonStream) -> list[Workload]:
     first = s.peek()
     if first == "":
         raise BenchError(f"{s.name}: empty file, not a Rally JSON report")
@@ -566,7 +463,7 @@ def _read_stream(s: _Stream) -> list[Workload]:
     return workloads
 
 
-def _read_task(s: _Stream, first_index: int) -> list[Workload]:
+def _read_task(s: JsonStream, first_index: int) -> list[Workload]:
     _expect_start(s, "{", "a task is not an object")
     task: dict[str, Any] = {}
     pending: list[tuple[_WorkloadBuilder, dict[str, Any]]] = []
@@ -580,7 +477,7 @@ def _read_task(s: _Stream, first_index: int) -> list[Workload]:
     return [b.build(task, sub, s.name) for b, sub in pending]
 
 
-def _read_subtask(s: _Stream, first_index: int) -> list[tuple[_WorkloadBuilder, dict[str, Any]]]:
+def _read_subtask(s: JsonStream, first_index: int) -> list[tuple[_WorkloadBuilder, dict[str, Any]]]:
     _expect_start(s, "{", "a subtask is not an object")
     sub: dict[str, Any] = {}
     builders: list[_WorkloadBuilder] = []
@@ -612,7 +509,7 @@ def load(path: str | os.PathLike[str]) -> list[Workload]:
     name = os.fspath(path)
     try:
         with open(name, encoding="utf-8-sig") as f:  # a BOM is not part of the JSON
-            return _read_stream(_Stream(f, name))
+            return _read_stream(JsonStream(f, name))
     except OSError as e:
         raise BenchError(f"{name}: cannot read: {e.strerror or e}") from None
 

@@ -274,7 +274,6 @@ LONG_MODULES = {
     "deploy/keystone.py",
     "deploy/mock.py",
     "plugins/contexts/users.py",
-    "verdicts/results.py",
 }
 LONG_FUNCTIONS = {
     "cli.py:_add_deployment_options",

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from rally_keystone_bench.errors import BenchError
-from rally_keystone_bench.verdicts import results
+from rally_keystone_bench.verdicts import jsonstream, results
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "fixtures"))
 import synthetic  # noqa: E402
@@ -75,7 +75,7 @@ def test_errors_grouped_by_type_and_http_status(report_path):
 
 def test_tiny_chunks_give_the_same_arrays(report_path, monkeypatch):
     whole = results.load(report_path)
-    monkeypatch.setattr(results._Stream, "CHUNK", 7)  # numbers and strings split across reads
+    monkeypatch.setattr(jsonstream.JsonStream, "CHUNK", 7)  # numbers and strings split across reads
     chunked = results.load(report_path)
     for a, b in zip(whole, chunked, strict=True):
         assert a.key() == b.key()
