@@ -16,13 +16,14 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from rally_keystone_bench import shipped
+from rally_keystone_bench import boundary, shipped
 from rally_keystone_bench.driver import targets
 from rally_keystone_bench.driver import task as rally_task
 from rally_keystone_bench.driver.rally import RallyHome
 from rally_keystone_bench.errors import BenchError
 from rally_keystone_bench.report import capacity as capacity_report
 from rally_keystone_bench.verbs import options
+from rally_keystone_bench.verbs import options as shared_options
 from rally_keystone_bench.verdicts import capacity, results
 from rally_keystone_bench.verdicts.capacity import fmt
 
@@ -447,3 +448,60 @@ def main(args: argparse.Namespace) -> int:
     if outcome.status == "not measurable":
         raise BenchError(outcome.message)
     return outcome.exit_code
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """The options of ``keystone-bench capacity``."""
+    parser.add_argument("--scenario", required=True)
+    parser.add_argument("--low", type=boundary.non_negative, default=1.0)
+    parser.add_argument("--high", type=boundary.non_negative, default=200.0)
+    parser.add_argument("--warmup", type=boundary.non_negative, default=60.0, help="seconds")
+    parser.add_argument("--window", type=boundary.non_negative, default=300.0, help="seconds")
+    parser.add_argument("--max-slope", type=boundary.number_in(), default=0.01)
+    parser.add_argument("--precision", type=boundary.non_negative, default=1.0, help="rps")
+    parser.add_argument(
+        "--runner",
+        choices=["pooled_rps", "rps"],
+        default="pooled_rps",
+        help="Rally runner of each probe: pooled_rps (ours, default) or Rally's rps",
+    )
+    parser.add_argument(
+        "--engine",
+        choices=["rally", "locust"],
+        default="rally",
+        help="load engine of every probe: rally (pooled_rps, default) or locust",
+    )
+    parser.add_argument(
+        "--locust-workers",
+        type=int,
+        default=None,
+        metavar="K",
+        help="--engine locust: worker processes on this host (default 1); "
+        "--workers stays the local Keystone's",
+    )
+    parser.add_argument(
+        "--ramp",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="bracket N with one ramp probe first (default: on, but with --runner rps)",
+    )
+    parser.add_argument("--target", choices=["local", "cloud", "mock"], default="local")
+    parser.add_argument("--spec", default=None)
+    parser.add_argument("--reports-dir", default="reports")
+    parser.add_argument(
+        "--abort-on-sla-failure",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="stop a failing probe early (default on)",
+    )
+    parser.add_argument(
+        "--mock-workers", type=boundary.positive_int, default=1, help="--target mock: processes"
+    )
+    parser.add_argument(
+        "--mock-service-time",
+        type=boundary.non_negative,
+        default=20.0,
+        metavar="MS",
+        help="--target mock: ms per token request and worker (default 20: 50 rps a worker)",
+    )
+    shared_options.add_deployment_options(parser)

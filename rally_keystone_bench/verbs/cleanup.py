@@ -41,3 +41,10 @@ def main(args: argparse.Namespace) -> int:
     retries = f", {admin.stats.describe()}" if admin.stats.total else ""
     print(f"reuse tag {tag}: deleted {projects} projects and {users} users{retries}")
     return 0
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """The options of ``keystone-bench cleanup``."""
+    parser.add_argument("--reuse", required=True, metavar="TAG")
+    parser.add_argument("--spec", default=None)
+    parser.add_argument("--run-dir", default=None)

@@ -28,7 +28,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from rally_keystone_bench import procstat
+from rally_keystone_bench import boundary, procstat
 from rally_keystone_bench.clients import credentials
 from rally_keystone_bench.clients.admin import AdminClient
 from rally_keystone_bench.deploy import directory
@@ -38,6 +38,7 @@ from rally_keystone_bench.driver import targets
 from rally_keystone_bench.driver import task as rally_task
 from rally_keystone_bench.errors import BenchError
 from rally_keystone_bench.report import gate as gate_report
+from rally_keystone_bench.verbs import options as shared_options
 from rally_keystone_bench.verbs import options as verb_options
 from rally_keystone_bench.verdicts import compare, pairing
 from rally_keystone_bench.verdicts.blocks import (
@@ -287,3 +288,73 @@ def main(args: argparse.Namespace) -> int:
     for label, path in paths.items():
         print(f"gate {label}: {path}")
     return result.exit_code
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """The options of ``keystone-bench gate``."""
+    parser.add_argument("--baseline", required=True, metavar="SPEC")
+    parser.add_argument("--candidate", required=True, metavar="SPEC")
+    parser.add_argument("--task", default="tasks/gate.yaml")
+    parser.add_argument(
+        "--rounds",
+        type=boundary.positive_int,
+        default=1,
+        help="task runs before the first verdict (default 1); the gate adds more "
+        "while too few blocks are clean and --max-time allows",
+    )
+    parser.add_argument(
+        "--max-time",
+        type=boundary.number_in(1.0),
+        default=900.0,
+        metavar="SECONDS",
+        help="the gate may extend itself with more task runs until this many "
+        "seconds from its start (default 900)",
+    )
+    parser.add_argument(
+        "--block-seconds",
+        type=boundary.number_in(1.0, 60.0),
+        default=2.0,
+        help="length of a block of pairs judged together (default 2)",
+    )
+    parser.add_argument(
+        "--min-clean-blocks",
+        type=boundary.number_in(5, None, int),
+        default=8,
+        help="clean blocks an action needs for a verdict; fewer: inconclusive, exit 3",
+    )
+    parser.add_argument(
+        "--max-interference",
+        type=boundary.non_negative,
+        default=0.5,
+        metavar="CORES",
+        help="a block is set aside when other processes' CPU swings by more than "
+        "this within it (default 0.5 core)",
+    )
+    parser.add_argument(
+        "--max-steal",
+        type=boundary.non_negative,
+        default=0.1,
+        metavar="CORES",
+        help="a block is set aside when the hypervisor steals more (default 0.1 core)",
+    )
+    parser.add_argument("--threshold", type=boundary.non_negative, default=10.0)
+    parser.add_argument("--alpha", type=boundary.fraction, default=0.01)
+    parser.add_argument(
+        "--max-failure-increase",
+        type=boundary.number_in(0, 100),
+        default=0.0,
+        metavar="POINTS",
+        help="failures may rise by this many percentage points when significant "
+        "(default 0: any significant increase fails)",
+    )
+    parser.add_argument("--reports-dir", default="reports")
+    parser.add_argument("--task-args", default=None, metavar="JSON")
+    for side in ("baseline", "candidate"):
+        parser.add_argument(
+            f"--{side}-option",
+            action="append",
+            default=[],
+            metavar="KEY=VALUE",
+            help=f"a deployment setting of the {side} only, e.g. password_hash_rounds=12",
+        )
+    shared_options.add_identity_options(parser)

@@ -10,6 +10,7 @@ from rally_keystone_bench.driver.targets import start_explained
 from rally_keystone_bench.driver.task import progress
 from rally_keystone_bench.errors import BenchError
 from rally_keystone_bench.verbs import options
+from rally_keystone_bench.verbs import options as shared_options
 
 DEFAULT_RUN_DIR = ".keystone-bench/keystone"
 
@@ -58,3 +59,19 @@ def keystone_status(args: argparse.Namespace) -> int:
         print(f"running: {ks.auth_url} (pids {', '.join(map(str, ks.pids.values()))})")
         return 0
     raise BenchError(f"not running: Keystone in {ks.run_dir}")
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """The actions of ``keystone-bench keystone`` (up, down, status) and their options."""
+    ks_sub = parser.add_subparsers(dest="action", metavar="ACTION")
+    ks_sub.required = True
+    up = ks_sub.add_parser("up", help="start a local Keystone and write RUN_DIR/openrc")
+    shared_options.add_deployment_options(up)
+    up.add_argument("--run-dir", default=None, help="where config, logs and openrc go")
+    up.set_defaults(func=keystone_up)
+    down = ks_sub.add_parser("down", help="stop the local Keystone, keep its logs")
+    down.add_argument("--run-dir", default=None)
+    down.set_defaults(func=keystone_down)
+    status = ks_sub.add_parser("status", help="say whether the local Keystone answers")
+    status.add_argument("--run-dir", default=None)
+    status.set_defaults(func=keystone_status)

@@ -35,6 +35,7 @@ from rally_keystone_bench.engines.locust import engine
 from rally_keystone_bench.errors import BenchError
 from rally_keystone_bench.report import records, render
 from rally_keystone_bench.verbs import options
+from rally_keystone_bench.verbs import options as shared_options
 from rally_keystone_bench.verdicts import capacity, results
 
 
@@ -226,3 +227,66 @@ def main(args: argparse.Namespace) -> int:
         if args.engine == "locust":
             return run_locust(args, settings, out_dir, run_dir)
         return run_rally(args, settings, out_dir, run_dir)
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """The options of ``keystone-bench load``."""
+    parser.add_argument("--engine", choices=["locust", "rally"], default="locust")
+    parser.add_argument("--scenario", choices=["authenticate", "validate", "lifecycle"])
+    parser.add_argument("--rate", type=float, default=10.0, help="requests per second (target)")
+    parser.add_argument("--duration", type=float, default=30.0, help="seconds measured")
+    parser.add_argument("--warmup", type=float, default=0.0, help="seconds before, not kept")
+    parser.add_argument(
+        "--workers",
+        type=int,
+        default=None,
+        metavar="K",
+        help="Locust worker processes started on this host (default 1, 0 with --expect-workers)",
+    )
+    parser.add_argument(
+        "--expect-workers",
+        type=int,
+        default=0,
+        metavar="K",
+        help="Locust workers started on other hosts that join this master",
+    )
+    parser.add_argument(
+        "--master-bind",
+        default=None,
+        metavar="HOST:PORT",
+        help="where the Locust master listens (default 127.0.0.1, a free port)",
+    )
+    parser.add_argument(
+        "--expect-timeout",
+        type=float,
+        default=60.0,
+        metavar="S",
+        help="seconds the workers have to join (default 60)",
+    )
+    parser.add_argument("--arrival", choices=["constant", "poisson"], default="constant")
+    parser.add_argument(
+        "--users", type=int, default=None, help="connections over all workers (Locust's -u)"
+    )
+    parser.add_argument(
+        "--http",
+        choices=["gevent", "keystoneauth"],
+        default="gevent",
+        help="HTTP stack of the Locust users (default gevent: geventhttpclient)",
+    )
+    parser.add_argument(
+        "--locustfile", action="store_true", help="print the path of our locustfile and exit"
+    )
+    parser.add_argument("--target", choices=["local", "cloud", "mock"], default="mock")
+    parser.add_argument("--spec", default=None)
+    parser.add_argument("--reports-dir", default="reports")
+    parser.add_argument("--mock-workers", type=int, default=1, help="--target mock: processes")
+    parser.add_argument("--mock-service-time", type=float, default=5.0, metavar="MS")
+    parser.add_argument("--mock-stall", type=float, default=0.0, metavar="S")
+    parser.add_argument("--mock-stall-every", type=float, default=0.0, metavar="S")
+    parser.add_argument(
+        "--server-workers",
+        type=int,
+        default=None,
+        help="--target local: Keystone server worker processes (default 2)",
+    )
+    shared_options.add_deployment_options(parser, workers=False)

@@ -25,7 +25,7 @@ from typing import Any
 
 import yaml
 
-from rally_keystone_bench import shipped
+from rally_keystone_bench import boundary, shipped
 from rally_keystone_bench.deploy import balancer as balancing
 from rally_keystone_bench.deploy import directory
 from rally_keystone_bench.deploy.keystone import Deployment
@@ -217,3 +217,12 @@ def main(args: argparse.Namespace) -> int:
             f"the reasons are in {js}"
         )
     return 1 if failed else 0
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """The options of ``keystone-bench matrix``."""
+    parser.add_argument("--deployments", required=True, metavar="FILE.yaml")
+    parser.add_argument("--task", required=True)
+    parser.add_argument("--task-args", default=None, metavar="JSON")
+    parser.add_argument("--repeat", type=boundary.positive_int, default=1)
+    parser.add_argument("--reports-dir", default="reports")

@@ -6,6 +6,7 @@ import argparse
 import tempfile
 from pathlib import Path
 
+from rally_keystone_bench import boundary
 from rally_keystone_bench.deploy import mock
 from rally_keystone_bench.errors import BenchError
 
@@ -31,3 +32,47 @@ def main(args: argparse.Namespace) -> int:
     finally:
         if tmp is not None:
             tmp.cleanup()
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """The options of ``keystone-bench mock``."""
+    parser.add_argument("--port", type=boundary.port, default=None)
+    parser.add_argument("--workers", type=boundary.positive_int, default=1)
+    parser.add_argument(
+        "--service-time",
+        type=boundary.non_negative,
+        default=0.0,
+        metavar="MS",
+        help="fixed service time per request, in ms",
+    )
+    parser.add_argument(
+        "--slope",
+        type=boundary.number_in(),
+        default=0.0,
+        metavar="K",
+        help="latency grows by K ms every second",
+    )
+    parser.add_argument(
+        "--error-rate",
+        type=boundary.fraction,
+        default=0.0,
+        help="fraction of token requests answered with HTTP 500",
+    )
+    parser.add_argument(
+        "--stall",
+        type=boundary.non_negative,
+        default=0.0,
+        metavar="SECONDS",
+        help="every worker stops answering token requests for this long (needs --stall-every)",
+    )
+    parser.add_argument(
+        "--stall-every",
+        type=boundary.non_negative,
+        default=0.0,
+        metavar="SECONDS",
+        help="seconds from one stall to the next; the first starts this long after start",
+    )
+    parser.add_argument(
+        "--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)"
+    )
+    parser.add_argument("--run-dir", default=None)

@@ -11,6 +11,7 @@ import math
 import os
 from pathlib import Path
 
+from rally_keystone_bench import boundary
 from rally_keystone_bench.deploy.keystone import Deployment
 from rally_keystone_bench.deploy.mock import MockKeystone, check_stall
 from rally_keystone_bench.driver import rally as rallyenv
@@ -66,4 +67,140 @@ def mock(args: argparse.Namespace, run_dir: Path) -> MockKeystone:
         stall_s=getattr(args, "mock_stall", 0.0),
         stall_every_s=getattr(args, "mock_stall_every", 0.0),
         run_dir=run_dir / "mock",
+    )
+
+
+def add_deployment_options(p: argparse.ArgumentParser, workers: bool = True) -> None:
+    """Options that describe a local Keystone deployment (``load`` names its
+    server workers --server-workers: its --workers are Locust's)."""
+    p.add_argument(
+        "--port", type=boundary.port, default=None, help="loopback port (default: a free one)"
+    )
+    if workers:
+        p.add_argument(
+            "--workers",
+            type=boundary.positive_int,
+            default=None,
+            help="server worker processes (default 2)",
+        )
+    p.add_argument(
+        "--threads", type=boundary.positive_int, default=None, help="threads per worker (default 1)"
+    )
+    p.add_argument(
+        "--keystone",
+        metavar="SPEC",
+        default=None,
+        help="pip requirement (keystone==30.0.0) or a local checkout path "
+        "(default: the newest release)",
+    )
+    p.add_argument(
+        "--server",
+        choices=["uwsgi", "gunicorn", "apache", "nginx"],
+        default=None,
+        help="WSGI server (default uwsgi; nginx: nginx in front of uWSGI)",
+    )
+    _add_storage_options(p)
+
+
+def _add_storage_options(p: argparse.ArgumentParser) -> None:
+    """The database, its files, the cache, the nodes and the server's limits."""
+    p.add_argument(
+        "--db",
+        choices=["sqlite", "postgresql", "mysql"],
+        default=None,
+        help="database backend (default sqlite)",
+    )
+    p.add_argument(
+        "--db-url",
+        default=None,
+        help="server URL for postgresql/mysql; a fresh database is created there "
+        "and dropped at teardown",
+    )
+    p.add_argument(
+        "--cache",
+        choices=["none", "memcached"],
+        default=None,
+        help="oslo.cache backend (default none)",
+    )
+    p.add_argument(
+        "--db-storage",
+        choices=["disk", "tmpfs"],
+        default=None,
+        help="where the database's files live: disk (default) or tmpfs (/dev/shm; "
+        "postgresql gets a private server there)",
+    )
+    p.add_argument(
+        "--nodes",
+        type=int,
+        default=None,
+        metavar="N",
+        help="N Keystone servers sharing database and keys, behind --balancer",
+    )
+    p.add_argument(
+        "--balancer",
+        choices=["haproxy"],
+        default=None,
+        help="load balancer in front of --nodes on the auth URL's port (default with --nodes: "
+        "haproxy)",
+    )
+    p.add_argument(
+        "--password-hash-rounds",
+        type=boundary.number_in(4, 31, int),
+        default=None,
+        metavar="R",
+        help="bcrypt rounds for new passwords (default: upstream's)",
+    )
+    p.add_argument(
+        "--request-timeout",
+        type=boundary.number_in(1, 3600, int),
+        default=None,
+        metavar="S",
+        help="the server gives up on a worker silent this long, e.g. one that died "
+        "mid-request: uWSGI's router and nginx answer 502, gunicorn and Apache restart "
+        "the worker (default 35 s: above SQLite's 30 s busy timeout)",
+    )
+    add_identity_options(p)
+
+
+def on_off(text: str) -> bool:
+    value = text.strip().lower()
+    if value not in ("on", "off"):
+        raise argparse.ArgumentTypeError(f"must be on or off, not {text!r}")
+    return value == "on"
+
+
+def add_identity_options(p: argparse.ArgumentParser) -> None:
+    """Where Keystone's users live: SQL, or a local LDAP directory (slapd)."""
+    p.add_argument(
+        "--identity",
+        choices=["sql", "ldap"],
+        default=None,
+        help="identity backend of the load's users: sql (default), or ldap: a local slapd "
+        "whose users live in a domain of their own (admin stays in SQL)",
+    )
+    p.add_argument(
+        "--ldap-pool",
+        type=on_off,
+        default=None,
+        metavar="on|off",
+        help="Keystone's LDAP connection pools: sets use_pool and use_auth_pool "
+        "(default: Keystone's, on)",
+    )
+    p.add_argument("--ldap-pool-size", type=int, default=None, metavar="N", help="[ldap] pool_size")
+    p.add_argument(
+        "--ldap-auth-pool-size", type=int, default=None, metavar="N", help="[ldap] auth_pool_size"
+    )
+    p.add_argument(
+        "--ldap-tls",
+        action="store_true",
+        default=None,
+        help="serve ldaps:// with a certificate made for the run",
+    )
+    p.add_argument("--ldap-port", type=int, default=None, help="slapd's port (default: a free one)")
+    p.add_argument(
+        "--ldap-users",
+        type=int,
+        default=None,
+        metavar="N",
+        help="users in the directory (default 8)",
     )

@@ -33,3 +33,9 @@ def main(args: argparse.Namespace) -> int:
             parts.append(text)
         print(f"{wl.label()}: {wl.throughput:.1f} it/s; {'; '.join(parts)}")
     return 0
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """The options of ``keystone-bench report``."""
+    parser.add_argument("result", metavar="RESULT.json|TASK_UUID")
+    parser.add_argument("--out", default=None, help="output directory")

@@ -21,6 +21,7 @@ from rally_keystone_bench.driver.task import TaskOutcome
 from rally_keystone_bench.errors import Interrupted
 from rally_keystone_bench.report import records
 from rally_keystone_bench.verbs import options
+from rally_keystone_bench.verbs import options as shared_options
 from rally_keystone_bench.verdicts import stats
 
 DEFAULT_TASK = "tasks/token-suite.yaml"
@@ -181,3 +182,17 @@ def summarize_outcomes(outcomes: Sequence[TaskOutcome], out_dir: Path) -> int:
             rc = max(rc, 1)
     print(f"reports: {out_dir}")
     return rc
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """The options of ``keystone-bench run``."""
+    parser.add_argument("tasks", nargs="*", metavar="TASK", help="task files (default: the suite)")
+    parser.add_argument("--task-args", default=None, metavar="JSON")
+    parser.add_argument(
+        "--existing-cloud",
+        action="store_true",
+        help="use the cloud described by OS_* variables (or --spec)",
+    )
+    parser.add_argument("--spec", default=None, help="a Rally env spec file for an existing cloud")
+    parser.add_argument("--reports-dir", default="reports")
+    shared_options.add_deployment_options(parser)

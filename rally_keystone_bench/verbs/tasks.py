@@ -34,3 +34,8 @@ def main(args: argparse.Namespace) -> int:
             shutil.copyfile(path, target)
             print(target)
     return 0
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """The options of ``keystone-bench tasks``."""
+    parser.add_argument("--copy", default=None, metavar="DIR", help="copy them into DIR")

@@ -275,8 +275,6 @@ LONG_MODULES = {
     "plugins/contexts/users.py",
 }
 LONG_FUNCTIONS = {
-    "cli.py:_add_deployment_options",
-    "cli.py:build_parser",
     "deploy/mock.py:serve",
     "engines/locust/engine.py:run_load",
     "engines/locust/samples.py:rally_report",
