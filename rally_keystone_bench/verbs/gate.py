@@ -194,19 +194,14 @@ def check_settings(args: argparse.Namespace) -> GateSettings:
     )
 
 
-def main(args: argparse.Namespace) -> int:
-    began = time.monotonic()
-    # Every input is checked, and both environments built, before anything starts.
-    settings = check_settings(args)
-    task = rally_task.task_file(args.task)
-    task_args = rally_task.parse_task_args(getattr(args, "task_args", None))
-    # --identity and the --ldap-* options apply to both sides.
+def side_deployments(args: argparse.Namespace) -> dict[str, Deployment]:
+    """Each side's deployment: its SPEC and options; --identity and --ldap-* apply to both."""
     identity = {
         f: getattr(args, f)
         for f in verb_options.IDENTITY_FIELDS
         if getattr(args, f, None) is not None
     }
-    deps = {
+    return {
         side: side_deployment(
             getattr(args, side),
             getattr(args, f"{side}_option", None) or [],
@@ -215,6 +210,15 @@ def main(args: argparse.Namespace) -> int:
         )
         for side in SIDES
     }
+
+
+def main(args: argparse.Namespace) -> int:
+    began = time.monotonic()
+    # Every input is checked, and both environments built, before anything starts.
+    settings = check_settings(args)
+    task = rally_task.task_file(args.task)
+    task_args = rally_task.parse_task_args(getattr(args, "task_args", None))
+    deps = side_deployments(args)
     stamp = rally_task.utc_stamp()
     out_dir = (Path(args.reports_dir) / stamp).resolve()
     run_root = rally_task.run_dir(f"gate-{stamp}").resolve()

@@ -132,6 +132,24 @@ def _rows_with_workloads(rows: list[dict[str, Any]], labelled: list[tuple[str, W
         yield row, by_label[row["label"]]
 
 
+def print_summary(
+    rows: list[dict[str, Any]],
+    repeat: int,
+    per_node: dict[str, dict[str, int]],
+    paths: tuple[Path, Path, Path],
+) -> None:
+    """The table (and the rounds' table), the per-node counts, where the reports went."""
+    print(matrix_report.format_table(rows))
+    if repeat > 1:
+        print(matrix_report.format_rounds(across_rounds(rows)))
+    for label, counts in per_node.items():
+        print(f"{label}: token requests per node (access logs): {balancing.format_counts(counts)}")
+    html, js, out_dir = paths
+    print(f"matrix HTML: {html}")
+    print(f"matrix JSON: {js}")
+    print(f"reports: {out_dir}")
+
+
 def main(args: argparse.Namespace) -> int:
     # Every input is checked (load_deployments validates each deployment), and
     # every environment built, before any load.
@@ -202,14 +220,7 @@ def main(args: argparse.Namespace) -> int:
                 rally_task.progress(f"interrupted; the table of what ran: {html}")
             raise
     (html, js), rows = report()
-    print(matrix_report.format_table(rows))
-    if args.repeat > 1:
-        print(matrix_report.format_rounds(across_rounds(rows)))
-    for label, counts in per_node.items():
-        print(f"{label}: token requests per node (access logs): {balancing.format_counts(counts)}")
-    print(f"matrix HTML: {html}")
-    print(f"matrix JSON: {js}")
-    print(f"reports: {out_dir}")
+    print_summary(rows, args.repeat, per_node, (html, js, out_dir))
     if errors:
         names = ", ".join(errors)
         raise BenchError(

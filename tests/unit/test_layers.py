@@ -281,8 +281,6 @@ LONG_FUNCTIONS = {
     "plugins/contexts/users.py:_create",
     "plugins/runners/pooled_rps.py:_worker_process",
     "plugins/scenarios/tokens.py:run",
-    "verbs/gate.py:main",
-    "verbs/matrix.py:main",
     "verdicts/capacity.py:find_capacity",
 }
 
