@@ -444,22 +444,17 @@ def refine_rates(settings: Settings, lo: float, hi: float) -> list[float]:
     return [r for r in ramp_rates(settings, lo, hi, REFINE_STEPS + 1) if r < hi - 1e-9]
 
 
-def find_capacity(
+def _bracket(
     settings: Settings,
-    probe: Callable[[float, str], Probe],
-    say: Callable[[str], None] = lambda line: None,
-    ramp: Callable[[list[float]], list[Probe]] | None = None,
-) -> Outcome:
-    """Bisect [low, high] for N with PROBE(rate, role), then confirm N and N + precision.
+    ramp: Callable[[list[float]], list[Probe]] | None,
+    say: Callable[[str], None],
+    probes: list[Probe],
+) -> tuple[float, float, Probe | None]:
+    """(lo, hi, the probe that failed at hi): from the ramps, or [low, high] without one.
 
-    With RAMP (one run whose rate rises through the rates it is given, a
-    Probe judged per step), the search brackets N first: a ramp from --low to
-    --high, then a finer one inside its bracket (from the last step that
-    passed up to the first that did not); the bisection starts from that.
+    lo is taken to pass and hi to fail until probed; PROBES gets every step.
     """
-    probes: list[Probe] = []
-    eps = settings.precision * 1e-6
-    lo, hi = settings.low, settings.high  # lo is taken to pass, hi to fail, until probed
+    lo, hi = settings.low, settings.high
     hi_probe: Probe | None = None
     rates = ramp_rates(settings) if ramp is not None else []
     if len(rates) < 3:  # a range of two grid steps or less: bisecting it is as quick
@@ -477,6 +472,58 @@ def find_capacity(
         say(f"ramp: N in [{fmt(lo)}, {fmt(hi)}] rps")
         # the finer ramp, once, when the first one found a step that failed
         rates = refine_rates(settings, lo, hi) if ramp_round == 0 and hi_probe else []
+    return lo, hi, hi_probe
+
+
+def _outcome(
+    n: float, hi_probe: Probe | None, confirmed: bool, settings: Settings, probes: list[Probe]
+) -> Outcome:
+    """The search's result: N found, or a lower bound (--high, or the generator's limit)."""
+    if hi_probe is None:
+        return Outcome(
+            n,
+            "lower bound",
+            "--high",
+            confirmed,
+            f"N >= {fmt(n)} rps: no degradation up to --high {fmt(settings.high)}",
+            probes,
+        )
+    if hi_probe.verdict == GENERATOR:
+        return Outcome(
+            n,
+            "lower bound",
+            "generator",
+            confirmed,
+            f"N >= {fmt(n)} rps, generator-limited at {fmt(hi_probe.rps)} rps ({hi_probe.reason})",
+            probes,
+        )
+    note = "" if confirmed else " (not confirmed: the repeats disagreed)"
+    return Outcome(
+        n,
+        "found",
+        None,
+        confirmed,
+        f"N = {fmt(n)} rps; {fmt(hi_probe.rps)} rps is {hi_probe.verdict}{note}",
+        probes,
+    )
+
+
+def find_capacity(
+    settings: Settings,
+    probe: Callable[[float, str], Probe],
+    say: Callable[[str], None] = lambda line: None,
+    ramp: Callable[[list[float]], list[Probe]] | None = None,
+) -> Outcome:
+    """Bisect [low, high] for N with PROBE(rate, role), then confirm N and N + precision.
+
+    With RAMP (one run whose rate rises through the rates it is given, a
+    Probe judged per step), the search brackets N first: a ramp from --low to
+    --high, then a finer one inside its bracket (from the last step that
+    passed up to the first that did not); the bisection starts from that.
+    """
+    probes: list[Probe] = []
+    eps = settings.precision * 1e-6
+    lo, hi, hi_probe = _bracket(settings, ramp, say, probes)
 
     def run(rate: float, role: str) -> Probe:
         p = probe(rate, role)
@@ -532,31 +579,4 @@ def find_capacity(
         confirmed = True
         break
 
-    n = lo
-    if hi_probe is None:
-        return Outcome(
-            n,
-            "lower bound",
-            "--high",
-            confirmed,
-            f"N >= {fmt(n)} rps: no degradation up to --high {fmt(settings.high)}",
-            probes,
-        )
-    if hi_probe.verdict == GENERATOR:
-        return Outcome(
-            n,
-            "lower bound",
-            "generator",
-            confirmed,
-            f"N >= {fmt(n)} rps, generator-limited at {fmt(hi_probe.rps)} rps ({hi_probe.reason})",
-            probes,
-        )
-    note = "" if confirmed else " (not confirmed: the repeats disagreed)"
-    return Outcome(
-        n,
-        "found",
-        None,
-        confirmed,
-        f"N = {fmt(n)} rps; {fmt(hi_probe.rps)} rps is {hi_probe.verdict}{note}",
-        probes,
-    )
+    return _outcome(lo, hi_probe, confirmed, settings, probes)

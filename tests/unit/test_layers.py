@@ -281,7 +281,6 @@ LONG_FUNCTIONS = {
     "plugins/contexts/users.py:_create",
     "plugins/runners/pooled_rps.py:_worker_process",
     "plugins/scenarios/tokens.py:run",
-    "verdicts/capacity.py:find_capacity",
 }
 
 
