@@ -156,3 +156,38 @@ def prepared_env(
             server.stop()
             if isinstance(server, LocalKeystone):
                 say("Keystone stopped")
+
+
+@contextlib.contextmanager
+def started_target(
+    run_dir: Path,
+    *,
+    cloud: Mapping[str, Any] | None = None,
+    mock: Any = None,
+    deployment: Any = None,
+    say: Callable[[str], None] = lambda _m: None,
+) -> Iterator[tuple[dict[str, Any], str]]:
+    """The admin credential of a target, for an engine that needs no Rally env (Locust).
+
+    CLOUD: a Rally env spec; MOCK: a MockKeystone, started here; else a local
+    Keystone of DEPLOYMENT, started here. Whatever is started is stopped.
+    """
+    if cloud is not None:
+        platform = cloud["openstack"]
+        check_reachable(platform["auth_url"])
+        credential = {"auth_url": platform["auth_url"], **platform.get("admin", {})}
+        credential["https_insecure"] = platform.get("https_insecure", False)
+        credential["https_cacert"] = platform.get("https_cacert", "")
+        yield credential, platform["auth_url"]
+        return
+    if mock is not None:
+        with mock:
+            yield mock.admin_credentials, mock.auth_url
+        return
+    keystone = LocalKeystone(deployment, run_dir / "keystone", progress=say)
+    try:
+        start_explained(keystone)
+        say(f"Keystone is up at {keystone.auth_url} (logs in {keystone.run_dir})")
+        yield keystone.admin_credentials, keystone.auth_url
+    finally:
+        keystone.stop()

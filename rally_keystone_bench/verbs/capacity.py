@@ -354,14 +354,13 @@ def _search_locust(
     run_dir: Path,
     out_dir: Path,
     args: argparse.Namespace,
-    probers: list[Any],
+    probers: list[capacity.Prober],
     **target: Any,
 ) -> tuple[capacity.Outcome, str]:
     """The search with every probe on the Locust engine (a ramp first to bracket N)."""
-    from rally_keystone_bench.engines.locust import engine as locust_engine
     from rally_keystone_bench.engines.locust.prober import LocustProber
 
-    with locust_engine.started_target(run_dir, say=rally_task.progress, **target) as (
+    with targets.started_target(run_dir, say=rally_task.progress, **target) as (
         credential,
         auth_url,
     ):
@@ -398,7 +397,7 @@ def main(args: argparse.Namespace) -> int:
         f"{fmt(settings.high)}] rps, precision {fmt(settings.precision)}: about "
         f"{capacity.estimated_probes(settings)} probes of {settings.warmup + settings.window:g} s"
     )
-    probers: list[Any] = []  # the prober, once made: its probes are kept on error
+    probers: list[capacity.Prober] = []  # the prober, once made: its probes are kept on error
     target = args.target
     try:
         with rally_task.sigterm_as_interrupt():

@@ -20,7 +20,7 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -36,44 +36,6 @@ CONNECTIONS_PER_RPS = 1.0
 MIN_DEFAULT_USERS = 10
 MAX_DEFAULT_USERS = 1000
 _JOINED_RE = re.compile(r"(\d+) workers connected")
-
-
-@contextlib.contextmanager
-def started_target(
-    run_dir: Path,
-    *,
-    cloud: Mapping[str, Any] | None = None,
-    mock: Any = None,
-    deployment: Any = None,
-    say: Callable[[str], None] = lambda _m: None,
-) -> Iterator[tuple[dict[str, Any], str]]:
-    """The admin credential of a target, for the Locust engine (no Rally env needed).
-
-    CLOUD: a Rally env spec; MOCK: a MockKeystone, started here; else a local
-    Keystone of DEPLOYMENT, started here. Whatever is started is stopped.
-    """
-    from rally_keystone_bench.deploy.keystone import LocalKeystone
-    from rally_keystone_bench.driver import targets
-
-    if cloud is not None:
-        platform = cloud["openstack"]
-        targets.check_reachable(platform["auth_url"])
-        credential = {"auth_url": platform["auth_url"], **platform.get("admin", {})}
-        credential["https_insecure"] = platform.get("https_insecure", False)
-        credential["https_cacert"] = platform.get("https_cacert", "")
-        yield credential, platform["auth_url"]
-        return
-    if mock is not None:
-        with mock:
-            yield mock.admin_credentials, mock.auth_url
-        return
-    keystone = LocalKeystone(deployment, run_dir / "keystone", progress=say)
-    try:
-        targets.start_explained(keystone)
-        say(f"Keystone is up at {keystone.auth_url} (logs in {keystone.run_dir})")
-        yield keystone.admin_credentials, keystone.auth_url
-    finally:
-        keystone.stop()
 
 
 def locustfile_path() -> Path:
