@@ -10,7 +10,6 @@ cleanup, so that it deletes its own users and never ours.
 from __future__ import annotations
 
 import copy
-import json
 import secrets
 from typing import Any
 
@@ -26,6 +25,10 @@ from rally_keystone_bench.clients.credentials import verify_of
 from rally_keystone_bench.clients.retry import RetryStats
 from rally_keystone_bench.clients.tokens import scrub
 from rally_keystone_bench.plugins.contexts import _base, reuse
+from rally_keystone_bench.plugins.contexts.directory_users import (
+    directory_users_path,
+    load_directory_users,
+)
 
 LOG = logging.getLogger(__name__)
 
@@ -556,39 +559,6 @@ class KeystoneUsers(_base.BenchContext):
             self.created, self.uncertain = [], []
             return
         self.delete_created("users")
-
-
-def directory_users_path(env: dict) -> str | None:
-    """The env's directory users file: !extras {keystone_bench: {directory_users: FILE}}."""
-    extras = (env or {}).get("extras") or {}
-    return ((extras.get("keystone_bench") or {}).get("directory_users")) or None
-
-
-def load_directory_users(env: dict, domain: str) -> list[dict]:
-    """[{"name", "password"}] of DOMAIN from the env's directory users file.
-
-    The file (mode 0600, written by keystone-bench's local directory) is JSON:
-    {"domain": NAME, "users": [{"name": ..., "password": ...}, ...]}.
-    """
-    path = directory_users_path(env)
-    if not path:
-        raise exceptions.ContextSetupFailure(
-            ctx_name="keystone_users", msg="the env names no directory users file"
-        )
-    try:
-        with open(path) as f:
-            doc = json.load(f)
-    except (OSError, ValueError) as exc:
-        raise exceptions.ContextSetupFailure(
-            ctx_name="keystone_users", msg=f"cannot read the directory users {path}: {exc}"
-        ) from None
-    if doc.get("domain") != domain:
-        raise exceptions.ContextSetupFailure(
-            ctx_name="keystone_users",
-            msg=f"the directory users in {path} are of domain {doc.get('domain')!r}, "
-            f"not {domain!r}",
-        )
-    return list(doc.get("users") or [])
 
 
 def _whoami(cred: Any) -> tuple[str, str]:
