@@ -23,7 +23,6 @@ from rally_keystone_bench.driver.rally import RallyHome
 from rally_keystone_bench.errors import BenchError
 from rally_keystone_bench.report import capacity as capacity_report
 from rally_keystone_bench.verbs import options
-from rally_keystone_bench.verbs import options as shared_options
 from rally_keystone_bench.verdicts import capacity, results
 from rally_keystone_bench.verdicts.capacity import fmt
 
@@ -503,4 +502,4 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="MS",
         help="--target mock: ms per token request and worker (default 20: 50 rps a worker)",
     )
-    shared_options.add_deployment_options(parser)
+    options.add_deployment_options(parser)

@@ -7,6 +7,7 @@ import argparse
 from rally_keystone_bench import boundary
 from rally_keystone_bench.driver import reports
 from rally_keystone_bench.report import compare as compare_report
+from rally_keystone_bench.verbs import options
 from rally_keystone_bench.verdicts import compare
 
 
@@ -44,15 +45,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--threshold", type=boundary.non_negative, default=10.0, help="percent (default 10)"
     )
-    parser.add_argument("--alpha", type=boundary.fraction, default=0.01)
-    parser.add_argument(
-        "--max-failure-increase",
-        type=boundary.number_in(0, 100),
-        default=0.0,
-        metavar="POINTS",
-        help="failures may rise by this many percentage points when significant "
-        "(default 0: any significant increase fails)",
-    )
+    options.add_verdict_rules(parser)
     parser.add_argument("--json", default=None, metavar="OUT")
     parser.add_argument("--html", default=None, metavar="OUT")
     parser.add_argument("--junit", default=None, metavar="OUT")

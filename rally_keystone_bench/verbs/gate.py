@@ -38,7 +38,6 @@ from rally_keystone_bench.driver import targets
 from rally_keystone_bench.driver import task as rally_task
 from rally_keystone_bench.errors import BenchError
 from rally_keystone_bench.report import gate as gate_report
-from rally_keystone_bench.verbs import options as shared_options
 from rally_keystone_bench.verbs import options as verb_options
 from rally_keystone_bench.verdicts import compare, pairing
 from rally_keystone_bench.verdicts.blocks import (
@@ -342,15 +341,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="a block is set aside when the hypervisor steals more (default 0.1 core)",
     )
     parser.add_argument("--threshold", type=boundary.non_negative, default=10.0)
-    parser.add_argument("--alpha", type=boundary.fraction, default=0.01)
-    parser.add_argument(
-        "--max-failure-increase",
-        type=boundary.number_in(0, 100),
-        default=0.0,
-        metavar="POINTS",
-        help="failures may rise by this many percentage points when significant "
-        "(default 0: any significant increase fails)",
-    )
+    verb_options.add_verdict_rules(parser)
     parser.add_argument("--reports-dir", default="reports")
     parser.add_argument("--task-args", default=None, metavar="JSON")
     for side in ("baseline", "candidate"):
@@ -361,4 +352,4 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
             metavar="KEY=VALUE",
             help=f"a deployment setting of the {side} only, e.g. password_hash_rounds=12",
         )
-    shared_options.add_identity_options(parser)
+    verb_options.add_identity_options(parser)

@@ -10,7 +10,6 @@ from rally_keystone_bench.driver.targets import start_explained
 from rally_keystone_bench.driver.task import progress
 from rally_keystone_bench.errors import BenchError
 from rally_keystone_bench.verbs import options
-from rally_keystone_bench.verbs import options as shared_options
 
 DEFAULT_RUN_DIR = ".keystone-bench/keystone"
 
@@ -66,7 +65,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     ks_sub = parser.add_subparsers(dest="action", metavar="ACTION")
     ks_sub.required = True
     up = ks_sub.add_parser("up", help="start a local Keystone and write RUN_DIR/openrc")
-    shared_options.add_deployment_options(up)
+    options.add_deployment_options(up)
     up.add_argument("--run-dir", default=None, help="where config, logs and openrc go")
     up.set_defaults(func=keystone_up)
     down = ks_sub.add_parser("down", help="stop the local Keystone, keep its logs")

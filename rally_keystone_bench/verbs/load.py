@@ -35,7 +35,6 @@ from rally_keystone_bench.engines.locust import engine
 from rally_keystone_bench.errors import BenchError
 from rally_keystone_bench.report import records, render
 from rally_keystone_bench.verbs import options
-from rally_keystone_bench.verbs import options as shared_options
 from rally_keystone_bench.verdicts import capacity, results
 
 
@@ -289,4 +288,4 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default=None,
         help="--target local: Keystone server worker processes (default 2)",
     )
-    shared_options.add_deployment_options(parser, workers=False)
+    options.add_deployment_options(parser, workers=False)

@@ -204,3 +204,16 @@ def add_identity_options(p: argparse.ArgumentParser) -> None:
         metavar="N",
         help="users in the directory (default 8)",
     )
+
+
+def add_verdict_rules(parser: argparse.ArgumentParser) -> None:
+    """--alpha and --max-failure-increase: the rules of an A/B verdict (compare, gate)."""
+    parser.add_argument("--alpha", type=boundary.fraction, default=0.01)
+    parser.add_argument(
+        "--max-failure-increase",
+        type=boundary.number_in(0, 100),
+        default=0.0,
+        metavar="POINTS",
+        help="failures may rise by this many percentage points when significant "
+        "(default 0: any significant increase fails)",
+    )

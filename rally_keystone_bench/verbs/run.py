@@ -21,7 +21,6 @@ from rally_keystone_bench.driver.task import TaskOutcome
 from rally_keystone_bench.errors import Interrupted
 from rally_keystone_bench.report import records
 from rally_keystone_bench.verbs import options
-from rally_keystone_bench.verbs import options as shared_options
 from rally_keystone_bench.verdicts import stats
 
 DEFAULT_TASK = "tasks/token-suite.yaml"
@@ -195,4 +194,4 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--spec", default=None, help="a Rally env spec file for an existing cloud")
     parser.add_argument("--reports-dir", default="reports")
-    shared_options.add_deployment_options(parser)
+    options.add_deployment_options(parser)
