@@ -14,7 +14,8 @@ import pytest
 from rally_keystone_bench.deploy.mock import MockKeystone
 from rally_keystone_bench.driver.rally import RallyHome, keystone_spec
 
-pytestmark = pytest.mark.functional
+# serial: the SLA judges a latency slope measured at a fixed rate.
+pytestmark = [pytest.mark.functional, pytest.mark.serial]
 
 PLUGINS = Path(__file__).parent / "plugins"
 # ~10 s of load at 20 rps; 2 s of warm-up leaves about 160 points
