@@ -167,6 +167,7 @@ def test_sqlite_on_tmpfs_runs_a_task_and_leaves_nothing(tmp_path):
 
 
 @pytest.mark.slow
+@pytest.mark.serial  # it compares all of /dev/shm before and after: nothing else may write there
 def test_postgresql_on_tmpfs_is_a_private_server_gone_afterwards(tmp_path):
     task = tiny_task(tmp_path / "tiny.json")
     shm_before = set(Path("/dev/shm").iterdir())
