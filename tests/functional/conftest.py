@@ -3,12 +3,16 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from rally_keystone_bench.clients.admin import AdminClient
+from rally_keystone_bench.deploy import process
 from rally_keystone_bench.deploy.keystone import Deployment, LocalKeystone
 from rally_keystone_bench.driver.rally import RallyHome, keystone_spec
 from rally_keystone_bench.driver.task import TASK_UUID_RE
@@ -18,10 +22,14 @@ ENV = "functional"
 
 @pytest.fixture(scope="session")
 def keystone(tmp_path_factory: pytest.TempPathFactory):
-    """A real Keystone (SQLite, Fernet, uWSGI, 2 workers) for the whole session."""
+    """A real Keystone (SQLite, Fernet, uWSGI, 2 workers) for the whole session.
+
+    4 bcrypt rounds: none of its tests measures password hashing (the gate's
+    test of more rounds starts Keystones of its own).
+    """
     run_dir = tmp_path_factory.mktemp("keystone")
-    with LocalKeystone(Deployment(), run_dir) as ks:
-        yield ks
+    deployment = Deployment(password_hash_rounds=SMALL_ROUNDS)
+    yield from _shared(LocalKeystone(deployment, run_dir))
 
 
 # One worker process: with two, SQLite Keystone answers 500 "database is
@@ -32,12 +40,58 @@ SMALL_WORKERS = 1
 SMALL_ROUNDS = 4  # bcrypt's minimum: users and tokens stay cheap on 2 cores
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def small_keystone(tmp_path_factory: pytest.TempPathFactory):
-    """A real Keystone of 1 worker and 4 bcrypt rounds, for one test module."""
+    """A real Keystone of 1 worker and 4 bcrypt rounds, shared by the modules of a session.
+
+    Its modules only add users and projects of their own names and read
+    their own tasks' requests from its access log, so one start serves them
+    all (under pytest-xdist, one per worker process that runs them).
+    """
     deployment = Deployment(workers=SMALL_WORKERS, password_hash_rounds=SMALL_ROUNDS)
-    with LocalKeystone(deployment, tmp_path_factory.mktemp("ks")) as ks:
+    yield from _shared(LocalKeystone(deployment, tmp_path_factory.mktemp("ks")))
+
+
+# Names that Rally's contexts give what they create: our keystone_tenants and
+# keystone_users ("rkb-"), Rally's stock users context ("c_rally_", "s_rally_").
+CONTEXT_PREFIXES = ("rkb-", "c_rally_", "s_rally_")
+
+
+def _shared(ks: LocalKeystone) -> Iterator[LocalKeystone]:
+    """Start KS, yield it to the session, stop it, and fail the session on a leak.
+
+    A leak is a user or project a context created and did not delete, or a
+    process whose command line names the run directory once Keystone stopped.
+    """
+    ks.start()
+    try:
         yield ks
+        admin = AdminClient(ks.admin_credentials, pool_size=1)
+        left = [
+            f"{kind[:-1]} {r['name']}"
+            for kind in ("users", "projects")
+            for prefix in CONTEXT_PREFIXES
+            for r in admin.list_prefixed(kind, prefix)
+        ]
+    finally:
+        ks.stop()
+    assert not left, f"left in the shared Keystone {ks.run_dir}: {left}"
+    assert processes_naming(ks.run_dir) == [], f"still running after {ks.run_dir} stopped"
+
+
+def processes_naming(path: Path) -> list[str]:
+    """Processes (other than this one) whose command line names PATH."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit() or int(entry.name) == os.getpid():
+            continue
+        try:
+            cmd = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+        except OSError:
+            continue
+        if str(path) in cmd and process.is_alive(int(entry.name)):
+            found.append(f"{entry.name}: {cmd[:120]}")
+    return found
 
 
 @pytest.fixture(scope="session")

@@ -19,7 +19,7 @@ from rally_keystone_bench.driver.rally import keystone_spec
 from rally_keystone_bench.engines.locust import engine
 from rally_keystone_bench.verdicts import capacity, results
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.serial]  # serial: it compares latencies
 
 # the 50-rps mock (1 worker, 20 ms a request), searched in a narrow range to stay short
 SEARCH = ["--scenario", "validate", "--target", "mock", "--mock-workers", "1",

@@ -15,7 +15,8 @@ from pathlib import Path
 
 import pytest
 
-pytestmark = pytest.mark.functional
+# serial: each probe holds a rate for a fixed window, and the verdict is about latency.
+pytestmark = [pytest.mark.functional, pytest.mark.serial]
 
 BENCH = str(Path(sys.executable).parent / "keystone-bench")
 

@@ -17,7 +17,8 @@ from pathlib import Path
 import pytest
 from _bench_helpers import bench, live_pids, states
 
-pytestmark = [pytest.mark.functional, pytest.mark.slow]
+# serial: the gate judges latencies; a neighbour's load would be its interference.
+pytestmark = [pytest.mark.functional, pytest.mark.slow, pytest.mark.serial]
 ISSUE = "keystone.issue_token"
 ROOT = Path(__file__).resolve().parents[2]
 HOG = "import time\nend = time.time() + 60\nwhile time.time() < end:\n    pass\n"

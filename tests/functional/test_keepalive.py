@@ -19,7 +19,8 @@ import urllib.parse
 
 import pytest
 
-pytestmark = pytest.mark.functional
+# serial: the answer must come within BUSY_TIMEOUT + 15 s of wall clock.
+pytestmark = [pytest.mark.functional, pytest.mark.serial]
 
 BUSY_TIMEOUT = 30.0  # the ?timeout= of LocalKeystone's SQLite URL
 ROUTER_TIMEOUT = 60.0  # uWSGI's http-timeout, what a hung client waits on top

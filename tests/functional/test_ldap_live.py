@@ -233,6 +233,7 @@ def test_run_identity_ldap_passes_a_small_token_suite(tmp_path, monkeypatch, cap
     assert not (ldap_dirs[0] / "directory-users.json").exists()
 
 
+@pytest.mark.serial  # a gate: it judges latencies
 def test_gate_identity_ldap_times_binds_of_a_directory_user_on_both_sides(tmp_path):
     """gate --identity ldap: each side's paired password tokens are a directory user's."""
     proc = bench(

@@ -23,7 +23,7 @@ from rally_keystone_bench.engines.locust import samples as sm
 from rally_keystone_bench.engines.locust.setup import PREFIX
 from rally_keystone_bench.verdicts import results
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.serial]  # serial: rates and latencies
 
 
 def left_in_keystone(credential: dict) -> list[str]:

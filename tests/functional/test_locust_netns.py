@@ -23,7 +23,7 @@ from rally_keystone_bench.deploy.mock import MockKeystone
 from rally_keystone_bench.engines.locust import engine
 from rally_keystone_bench.verdicts import results
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.serial]  # serial: it holds a target rate
 BRIDGE_IP = "10.77.0.1"
 
 

@@ -133,7 +133,7 @@ def test_a_run_writes_and_prints_no_secret_and_keeps_credentials_private(tmp_pat
     env = dict(os.environ, XDG_CACHE_HOME=str(tmp_path / "cache"))
     proc = subprocess.run(
         [sys.executable, "-m", "rally_keystone_bench.cli", "run", str(task),
-         "--reports-dir", "reports"],
+         "--password-hash-rounds", "4", "--reports-dir", "reports"],
         cwd=tmp_path, env=env, capture_output=True, text=True, timeout=900,
     )  # fmt: skip
     assert proc.returncode == 0, proc.stderr[-3000:]

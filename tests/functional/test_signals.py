@@ -23,7 +23,8 @@ import pytest
 from rally_keystone_bench.deploy import process
 from rally_keystone_bench.verdicts import results
 
-pytestmark = pytest.mark.functional
+# serial: each exit must come within a bound of wall clock after the signal.
+pytestmark = [pytest.mark.functional, pytest.mark.serial]
 
 WAIT_FOR_LOAD_S = 900  # a busy 2-core machine: installing nothing, starting Keystone
 # From the signal to the exit: Rally's runner stops (it polls every 2 s), the

@@ -72,6 +72,7 @@ def slope_row(rows: list[dict]) -> dict:
     return next(r for r in rows if r["criterion"] == "latency_slope")
 
 
+@pytest.mark.serial  # the SLA judges a latency slope at a fixed rate
 def test_growing_latency_fails_the_sla_with_rally_exit_code(tmp_path):
     code, rows, res = run_task(tmp_path, slope_ms_per_s=30)
     row = slope_row(rows)
@@ -85,6 +86,7 @@ def test_growing_latency_fails_the_sla_with_rally_exit_code(tmp_path):
     assert res["workload"]["pass_sla"] is False
 
 
+@pytest.mark.serial  # the SLA judges a latency slope at a fixed rate
 def test_flat_latency_passes_the_sla(tmp_path):
     code, rows, res = run_task(tmp_path, service_time_ms=2)
     row = slope_row(rows)

@@ -97,6 +97,7 @@ def _validate(auth_url: str, token: str) -> int:
 
 
 @pytest.mark.slow
+@pytest.mark.serial  # node 2 must serve within 3 s of node 1's stop
 def test_two_nodes_behind_haproxy_share_keys_and_survive_losing_one(tmp_path):
     require("haproxy", "haproxy")
     from rally_keystone_bench.deploy import balancer, process
@@ -166,6 +167,7 @@ def test_sqlite_on_tmpfs_runs_a_task_and_leaves_nothing(tmp_path):
 
 
 @pytest.mark.slow
+@pytest.mark.serial  # it compares all of /dev/shm before and after: nothing else may write there
 def test_postgresql_on_tmpfs_is_a_private_server_gone_afterwards(tmp_path):
     task = tiny_task(tmp_path / "tiny.json")
     shm_before = set(Path("/dev/shm").iterdir())

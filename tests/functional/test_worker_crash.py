@@ -27,7 +27,8 @@ from rally_keystone_bench.driver import task as rally_task
 from rally_keystone_bench.driver.rally import RallyHome, keystone_spec
 from rally_keystone_bench.verdicts import results
 
-pytestmark = pytest.mark.functional
+# serial: the durations Rally records must stay under 10 s.
+pytestmark = [pytest.mark.functional, pytest.mark.serial]
 
 
 def served_by(access_log: Path) -> set[int]:

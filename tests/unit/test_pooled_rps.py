@@ -12,6 +12,9 @@ from rally.task import scenario
 
 from rally_keystone_bench.plugins.runners import pooled_rps
 
+# serial: iterations must finish, and an abort land, within bounds of wall clock.
+pytestmark = pytest.mark.serial
+
 
 class Recorder:
     """What the iterations did, seen from inside them."""

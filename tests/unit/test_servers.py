@@ -132,6 +132,9 @@ def test_db_url_without_a_server_database_is_refused():
         Deployment(db_url="postgresql://postgres@127.0.0.1:5432").validate()
 
 
+# serial: its shallow run dir must stay short enough for mod_wsgi's sockets, and
+# pytest-xdist's tmp_path (.../popen-gwN/...) is 11 bytes deeper.
+@pytest.mark.serial
 def test_apache_daemon_sockets_move_out_of_a_run_dir_too_deep_for_them(tmp_path, monkeypatch):
     """A matrix row's run directory is deep: mod_wsgi's socket path would pass 107 bytes."""
     monkeypatch.setattr(servers.os, "geteuid", lambda: 1000)  # no Apache user to set up
