@@ -398,7 +398,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     # gate
     gate = sub.add_parser("gate", help="baseline against candidate Keystone, paired requests")
-    gate.add_argument("--baseline", required=True, metavar="SPEC")
+    verbs.gate.add_baseline_arguments(gate)
     gate.add_argument("--candidate", required=True, metavar="SPEC")
     gate.add_argument("--task", default="tasks/gate.yaml")
     gate.add_argument(

@@ -1,5 +1,6 @@
 """``keystone-bench gate``: does a Keystone change make tokens slower?
 
+    keystone-bench gate --candidate ../keystone     # the change against its parent commit
     keystone-bench gate --baseline keystone==30.0.0 --candidate ../keystone
 
 Two deployments, identical but for the Keystone SPEC (and any
@@ -32,11 +33,12 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from markupsafe import Markup
 
 from rally_keystone_bench import compare, pairing, procstat
 from rally_keystone_bench.clients import credentials
 from rally_keystone_bench.clients.admin import AdminClient
-from rally_keystone_bench.deploy import directory
+from rally_keystone_bench.deploy import directory, gitref, venv
 from rally_keystone_bench.deploy.keystone import Deployment, LocalKeystone, write_private
 from rally_keystone_bench.driver import rally as rallyenv
 from rally_keystone_bench.driver import targets
@@ -44,6 +46,7 @@ from rally_keystone_bench.driver import task as rally_task
 from rally_keystone_bench.errors import BenchError
 from rally_keystone_bench.pairing import Block, GateResult
 from rally_keystone_bench.procstat import Interval
+from rally_keystone_bench.report import svg
 from rally_keystone_bench.report.render import environment
 from rally_keystone_bench.results import Workload
 from rally_keystone_bench.verbs import options as verb_options
@@ -51,6 +54,71 @@ from rally_keystone_bench.verbs import options as verb_options
 SIDES = ("baseline", "candidate")
 SAMPLE_SECONDS = 0.5
 LDAP_PROJECT = "keystone-bench-gate-ldap"
+
+
+def add_baseline_arguments(p: argparse.ArgumentParser) -> None:
+    """--baseline SPEC, or a commit of the candidate's checkout (its parent by default)."""
+    what = p.add_mutually_exclusive_group()
+    what.add_argument(
+        "--baseline",
+        metavar="SPEC",
+        default=None,
+        help="a release (keystone==30.0.0), a checkout path, or git:REF of the candidate's "
+        "checkout (default: git:HEAD~1, the change's parent)",
+    )
+    what.add_argument(
+        "--baseline-ref",
+        metavar="REF",
+        default=None,
+        help="the candidate checkout's commit to compare with (same as --baseline git:REF)",
+    )
+    what.add_argument(
+        "--baseline-branch",
+        metavar="BRANCH",
+        default=None,
+        help="compare with where the candidate's HEAD left BRANCH (their merge base)",
+    )
+
+
+def resolve_baseline(args: argparse.Namespace) -> tuple[str, dict[str, str]]:
+    """The baseline SPEC, and for a commit of the candidate's checkout, both sides' commits.
+
+    BenchError (exit 2) before anything starts for a candidate that is not a
+    git checkout, an unknown ref, or uncommitted changes under the default ref.
+    """
+    spec = args.baseline
+    if spec and not spec.startswith("git:"):
+        return spec, {}
+    ref = spec[len("git:") :] if spec else args.baseline_ref
+    candidate = Path(args.candidate)
+    if not candidate.is_dir():
+        if venv.is_local_checkout(args.candidate):
+            raise BenchError(f"--candidate {args.candidate} does not exist")
+        raise BenchError(
+            f"--candidate {args.candidate} is not a checkout, so it has no parent commit: "
+            "give --baseline SPEC (e.g. keystone==30.0.0)"
+        )
+    repo = gitref.toplevel(candidate)
+    if repo != candidate.resolve():
+        raise BenchError(
+            f"--candidate {args.candidate} is inside the git checkout {repo}, not its top"
+        )
+    if args.baseline_branch is not None:
+        commit = gitref.merge_base(repo, args.baseline_branch)
+    else:
+        if ref is None and gitref.uncommitted(repo):
+            raise BenchError(
+                f"{repo} has uncommitted changes: against {gitref.DEFAULT_REF} the gate would "
+                "judge them and the last commit together; commit them, or give "
+                "--baseline-ref HEAD to judge only the uncommitted changes"
+            )
+        commit = gitref.resolve(repo, ref or gitref.DEFAULT_REF)
+    head = gitref.resolve(repo, "HEAD")
+    dirty = " + uncommitted changes" if gitref.uncommitted(repo) else ""
+    return commit.spec, {
+        "baseline": f"commit {commit.describe()}",
+        "candidate": f"commit {head.describe()}{dirty}",
+    }
 
 
 def parse_option(text: str, where: str) -> tuple[str, str]:
@@ -349,6 +417,12 @@ def measure(home: Any, env: str, task: Path, task_args: dict, dest: Path, trees:
     return TaskRun(outcome.workloads, sampler.intervals)
 
 
+def side_name(deps: dict[str, Deployment], commits: dict[str, str], side: str) -> str:
+    """SIDE's deployment line, and its commit when the baseline is the checkout's history."""
+    name = deps[side].describe()
+    return f"{name} ({commits[side]})" if side in commits else name
+
+
 def check_args(args: argparse.Namespace) -> None:
     """What the parser's types cannot check (for callers that build ARGS themselves)."""
     compare.check_rules(args.threshold, args.alpha, args.max_failure_increase)
@@ -369,6 +443,8 @@ def main(args: argparse.Namespace) -> int:
     check_args(args)
     task = rally_task.task_file(args.task)
     task_args = rally_task.parse_task_args(getattr(args, "task_args", None))
+    baseline, commits = resolve_baseline(args)
+    specs = {"baseline": baseline, "candidate": args.candidate}
     # --identity and the --ldap-* options apply to both sides.
     identity = {
         f: getattr(args, f)
@@ -377,7 +453,7 @@ def main(args: argparse.Namespace) -> int:
     }
     deps = {
         side: side_deployment(
-            getattr(args, side),
+            specs[side],
             getattr(args, f"{side}_option", None) or [],
             f"--{side}-option",
             identity,
@@ -425,7 +501,8 @@ def main(args: argparse.Namespace) -> int:
                 block_seconds=args.block_seconds, bounds=bounds,
                 min_clean=args.min_clean_blocks,
                 max_failure_increase=args.max_failure_increase,
-                base_name=deps["baseline"].describe(), cand_name=deps["candidate"].describe(),
+                base_name=side_name(deps, commits, "baseline"),
+                cand_name=side_name(deps, commits, "candidate"),
             )  # fmt: skip
 
         result = None
@@ -463,6 +540,18 @@ def main(args: argparse.Namespace) -> int:
     return result.exit_code
 
 
+def block_charts(result: GateResult) -> list[Markup]:
+    """Each action's block ratios over time, for gate.html (above its block table)."""
+    charts = []
+    for a in result.actions:
+        t0 = min((b.start for b in a.blocks), default=0.0)
+        points = [(b.start - t0, b.ratio, b.set_aside is not None) for b in a.blocks]
+        median = a.latency.ratio if a.latency else None
+        title = f"{a.action}: candidate / baseline per block"
+        charts.append(Markup(svg.block_ratios(title, points, 1 + result.threshold / 100, median)))
+    return charts
+
+
 def write_outputs(result: GateResult, paths: dict[str, Path]) -> None:
 
     paths["JSON"].write_text(json.dumps(result.as_dict(), indent=2) + "\n")
@@ -470,6 +559,6 @@ def write_outputs(result: GateResult, paths: dict[str, Path]) -> None:
     html = (
         environment()
         .get_template("gate.html.j2")
-        .render(r=result, text=pairing.format_text(result))
+        .render(r=result, text=pairing.format_text(result), charts=block_charts(result))
     )
     paths["HTML"].write_text(html)
