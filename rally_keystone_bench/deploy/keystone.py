@@ -37,6 +37,7 @@ from rally_keystone_bench.deploy import (
     databases,
     directory,
     files,
+    gitref,
     memcached,
     nginx,
     process,
@@ -204,7 +205,8 @@ class Deployment:
         return storage.device_of(Path(where) if Path(where).exists() else Path("."))
 
     def describe(self) -> str:
-        parts = [self.keystone, self.server, f"{self.workers}x{self.threads}", self.db]
+        keystone = gitref.label(self.keystone)
+        parts = [keystone, self.server, f"{self.workers}x{self.threads}", self.db]
         if self.cache != "none":
             parts.append(self.cache)
         if self.password_hash_rounds:

@@ -19,6 +19,7 @@ import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
+from rally_keystone_bench.deploy import gitref
 from rally_keystone_bench.errors import BenchError
 
 DEFAULT_SPEC = "keystone"
@@ -40,11 +41,16 @@ def cache_root() -> Path:
 
 
 def is_local_checkout(spec: str) -> bool:
+    if gitref.is_spec(spec):
+        return False
     return os.path.sep in spec or spec.startswith(".") or Path(spec).is_dir()
 
 
 def env_slug(spec: str) -> str:
     """A directory name that identifies SPEC: readable, and unique by hash."""
+    if gitref.is_spec(spec):  # one environment per commit, wherever the checkout is
+        sha = gitref.parse_spec(spec)[1]
+        return f"keystone-git-{sha[:12]}-{hashlib.sha256(sha.encode()).hexdigest()[:10]}"
     key = str(Path(spec).resolve()) if is_local_checkout(spec) else spec.strip()
     readable = re.sub(r"[^A-Za-z0-9_.=-]+", "_", Path(key).name if is_local_checkout(spec) else key)
     digest = hashlib.sha256(key.encode()).hexdigest()[:10]
@@ -122,9 +128,8 @@ def ensure_keystone_env(
             progress(f"building Keystone environment for {spec} in {venv} (once per SPEC)")
             log.write_text("")
             subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
-            target = ["-e", str(Path(spec).resolve())] if is_local_checkout(spec) else [spec]
             try:
-                _pip(venv, [*target, "uwsgi"], log)
+                _install_keystone(venv, spec, log)
             except BenchError:
                 shutil.rmtree(venv, ignore_errors=True)
                 raise
@@ -134,6 +139,17 @@ def ensure_keystone_env(
             progress(f"installing {', '.join(missing)} into {venv}")
             _pip(venv, missing, log)
     return venv
+
+
+def _install_keystone(venv: Path, spec: str, log: Path) -> None:
+    """Keystone SPEC and uWSGI into VENV: a checkout editable, a commit from a worktree."""
+    if gitref.is_spec(spec):
+        # Not editable: the worktree is removed, the environment stays cached.
+        with gitref.worktree(spec) as tree:
+            _pip(venv, [str(tree), "uwsgi"], log)
+        return
+    target = ["-e", str(Path(spec).resolve())] if is_local_checkout(spec) else [spec]
+    _pip(venv, [*target, "uwsgi"], log)
 
 
 def _has_distribution(venv: Path, requirement: str) -> bool:

@@ -6,7 +6,9 @@ import json
 import math
 from pathlib import Path
 
-from rally_keystone_bench.report import junit
+from markupsafe import Markup
+
+from rally_keystone_bench.report import junit, svg
 from rally_keystone_bench.report.compare import ms_or_na
 from rally_keystone_bench.report.render import environment
 from rally_keystone_bench.verdicts.pairing import CPU_ROW, GateResult, Judgement
@@ -74,9 +76,25 @@ def render_junit(result: GateResult) -> str:
     return junit.render("keystone-bench gate", cases)
 
 
+def block_charts(result: GateResult) -> list[Markup]:
+    """Each action's block ratios over time, for gate.html (above its block table)."""
+    charts = []
+    for a in result.actions:
+        t0 = min((b.start for b in a.blocks), default=0.0)
+        points = [(b.start - t0, b.ratio, b.set_aside is not None) for b in a.blocks]
+        median = a.latency.ratio if a.latency else None
+        title = f"{a.action}: candidate / baseline per block"
+        charts.append(Markup(svg.block_ratios(title, points, 1 + result.threshold / 100, median)))
+    return charts
+
+
 def write_outputs(result: GateResult, paths: dict[str, Path]) -> None:
     """The gate's JSON, JUnit and HTML at PATHS (keys JSON, JUnit, HTML)."""
     paths["JSON"].write_text(json.dumps(result.as_dict(), indent=2) + "\n")
     paths["JUnit"].write_text(render_junit(result))
-    html = environment().get_template("gate.html.j2").render(r=result, text=format_text(result))
+    html = (
+        environment()
+        .get_template("gate.html.j2")
+        .render(r=result, text=format_text(result), charts=block_charts(result))
+    )
     paths["HTML"].write_text(html)

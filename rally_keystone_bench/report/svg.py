@@ -326,3 +326,48 @@ def bars(title: str, items: list[tuple[str, float, float, float]], ylabel: str) 
     if any(math.isfinite(hi) and hi > lo for _, _, lo, hi in finite):
         legend.append((COLORS["p95"], "lowest to highest round"))
     return document(title, body, legend)
+
+
+def block_ratios(
+    title: str, blocks: list[tuple[float, float, bool]], limit: float, median: float | None = None
+) -> str:
+    """The gate's per-block candidate/baseline ratios over time, one point a block.
+
+    BLOCKS are (seconds since the first block, ratio, set aside?); set-aside
+    blocks are drawn hollow and grey. LIMIT is the ratio a regression must
+    exceed (1 + threshold), drawn dashed, with 1.0 (no change) as a thin line.
+    """
+    pts = [(t, r, aside) for t, r, aside in blocks if math.isfinite(r) and r > 0]
+    if not pts:
+        return document(title, [f'<text x="{W / 2}" y="{H / 2}">no blocks</text>'])
+    ratios = [r for _, r, _ in pts] + [1.0, limit]
+    lo, hi = min(ratios), max(ratios)
+    pad = (hi - lo) * 0.1 or 0.05
+    end = max(t for t, _, _ in pts) or 1.0
+    fr = Frame(0.0, end * 1.02, max(lo - pad, 0.0), hi + pad)
+    body = fr.axes("seconds since the first block", "candidate / baseline (block median)")
+    for level, css, dash in ((1.0, "same", ""), (limit, "limit", ' stroke-dasharray="6 4"')):
+        yy = _fmt(fr.y(level))
+        body.append(
+            f'<line class="{css}" x1="{LEFT}" x2="{LEFT + fr.pw}" y1="{yy}" y2="{yy}" '
+            f'stroke="{COLORS["target"] if css == "same" else "#c0392b"}"{dash}/>'
+        )
+    if median is not None and math.isfinite(median):
+        yy = _fmt(fr.y(median))
+        body.append(
+            f'<line class="median" x1="{LEFT}" x2="{LEFT + fr.pw}" y1="{yy}" y2="{yy}" '
+            f'stroke="{COLORS["fit"]}" stroke-width="1.5"/>'
+        )
+    for t, r, aside in pts:
+        fill = "none" if aside else COLORS["points"]
+        stroke = "#999999" if aside else COLORS["points"]
+        body.append(
+            f'<circle class="{"aside" if aside else "clean"}" cx="{_fmt(fr.x(t))}" '
+            f'cy="{_fmt(fr.y(r))}" r="3.5" fill="{fill}" stroke="{stroke}">'
+            f"<title>{t:.0f} s: {r:.3f}{' (set aside)' if aside else ''}</title></circle>"
+        )
+    legend = [(COLORS["points"], "clean block"), ("#999999", "set aside")]
+    legend.append(("#c0392b", f"regression above {limit:.3g}"))
+    if median is not None and math.isfinite(median):
+        legend.append((COLORS["fit"], "median of clean blocks"))
+    return document(title, body, legend)

@@ -1,5 +1,6 @@
 """``keystone-bench gate``: does a Keystone change make tokens slower?
 
+    keystone-bench gate --candidate ../keystone     # the change against its parent commit
     keystone-bench gate --baseline keystone==30.0.0 --candidate ../keystone
 
 Two deployments, identical but for the Keystone SPEC (and any
@@ -31,7 +32,7 @@ from typing import Any
 from rally_keystone_bench import boundary, procstat
 from rally_keystone_bench.clients import credentials
 from rally_keystone_bench.clients.admin import AdminClient
-from rally_keystone_bench.deploy import directory
+from rally_keystone_bench.deploy import directory, gitref, venv
 from rally_keystone_bench.deploy.keystone import Deployment, LocalKeystone, write_private
 from rally_keystone_bench.driver import rally as rallyenv
 from rally_keystone_bench.driver import targets
@@ -50,6 +51,71 @@ from rally_keystone_bench.verdicts.blocks import (
 from rally_keystone_bench.verdicts.pairing import GateResult
 
 LDAP_PROJECT = "keystone-bench-gate-ldap"
+
+
+def add_baseline_arguments(p: argparse.ArgumentParser) -> None:
+    """--baseline SPEC, or a commit of the candidate's checkout (its parent by default)."""
+    what = p.add_mutually_exclusive_group()
+    what.add_argument(
+        "--baseline",
+        metavar="SPEC",
+        default=None,
+        help="a release (keystone==30.0.0), a checkout path, or git:REF of the candidate's "
+        "checkout (default: git:HEAD~1, the change's parent)",
+    )
+    what.add_argument(
+        "--baseline-ref",
+        metavar="REF",
+        default=None,
+        help="the candidate checkout's commit to compare with (same as --baseline git:REF)",
+    )
+    what.add_argument(
+        "--baseline-branch",
+        metavar="BRANCH",
+        default=None,
+        help="compare with where the candidate's HEAD left BRANCH (their merge base)",
+    )
+
+
+def resolve_baseline(args: argparse.Namespace) -> tuple[str, dict[str, str]]:
+    """The baseline SPEC, and for a commit of the candidate's checkout, both sides' commits.
+
+    BenchError (exit 2) before anything starts for a candidate that is not a
+    git checkout, an unknown ref, or uncommitted changes under the default ref.
+    """
+    spec = args.baseline
+    if spec and not spec.startswith("git:"):
+        return spec, {}
+    ref = spec[len("git:") :] if spec else args.baseline_ref
+    candidate = Path(args.candidate)
+    if not candidate.is_dir():
+        if venv.is_local_checkout(args.candidate):
+            raise BenchError(f"--candidate {args.candidate} does not exist")
+        raise BenchError(
+            f"--candidate {args.candidate} is not a checkout, so it has no parent commit: "
+            "give --baseline SPEC (e.g. keystone==30.0.0)"
+        )
+    repo = gitref.toplevel(candidate)
+    if repo != candidate.resolve():
+        raise BenchError(
+            f"--candidate {args.candidate} is inside the git checkout {repo}, not its top"
+        )
+    if args.baseline_branch is not None:
+        commit = gitref.merge_base(repo, args.baseline_branch)
+    else:
+        if ref is None and gitref.uncommitted(repo):
+            raise BenchError(
+                f"{repo} has uncommitted changes: against {gitref.DEFAULT_REF} the gate would "
+                "judge them and the last commit together; commit them, or give "
+                "--baseline-ref HEAD to judge only the uncommitted changes"
+            )
+        commit = gitref.resolve(repo, ref or gitref.DEFAULT_REF)
+    head = gitref.resolve(repo, "HEAD")
+    dirty = " + uncommitted changes" if gitref.uncommitted(repo) else ""
+    return commit.spec, {
+        "baseline": f"commit {commit.describe()}",
+        "candidate": f"commit {head.describe()}{dirty}",
+    }
 
 
 def parse_option(text: str, where: str) -> tuple[str, str]:
@@ -171,6 +237,12 @@ def measure(home: Any, env: str, task: Path, task_args: dict, dest: Path, trees:
     return TaskRun(outcome.workloads, sampler.intervals)
 
 
+def side_name(deps: dict[str, Deployment], commits: dict[str, str], side: str) -> str:
+    """SIDE's deployment line, and its commit when the baseline is the checkout's history."""
+    name = deps[side].describe()
+    return f"{name} ({commits[side]})" if side in commits else name
+
+
 def check_settings(args: argparse.Namespace) -> GateSettings:
     """The judging's settings from ARGS; BenchError (exit 2) on what the parser's types let by."""
     compare.check_rules(args.threshold, args.alpha, args.max_failure_increase)
@@ -193,22 +265,71 @@ def check_settings(args: argparse.Namespace) -> GateSettings:
     )
 
 
-def side_deployments(args: argparse.Namespace) -> dict[str, Deployment]:
-    """Each side's deployment: its SPEC and options; --identity and --ldap-* apply to both."""
+def side_deployments(args: argparse.Namespace) -> tuple[dict[str, Deployment], dict[str, str]]:
+    """Each side's deployment: its SPEC and options; --identity and --ldap-* apply to both.
+
+    With the baseline a commit of the candidate's checkout, also both sides' commits.
+    """
+    baseline, commits = resolve_baseline(args)
+    specs = {"baseline": baseline, "candidate": args.candidate}
     identity = {
         f: getattr(args, f)
         for f in verb_options.IDENTITY_FIELDS
         if getattr(args, f, None) is not None
     }
-    return {
+    deps = {
         side: side_deployment(
-            getattr(args, side),
+            specs[side],
             getattr(args, f"{side}_option", None) or [],
             f"--{side}-option",
             identity,
         )
         for side in SIDES
     }
+    return deps, commits
+
+
+def write_reports(result: GateResult, out_dir: Path) -> None:
+    """The verdict on stdout; JSON, HTML and JUnit in OUT_DIR, their paths printed."""
+    print(gate_report.format_text(result))
+    paths = {
+        "JSON": out_dir / "gate.json",
+        "HTML": out_dir / "gate.html",
+        "JUnit": out_dir / "gate-junit.xml",
+    }
+    gate_report.write_outputs(result, paths)
+    for label, path in paths.items():
+        print(f"gate {label}: {path}")
+
+
+def paired_rally(
+    keystones: dict[str, LocalKeystone],
+    run_root: Path,
+    stack: contextlib.ExitStack,
+    task_args: dict,
+) -> tuple[Any, dict, dict[str, list[int]]]:
+    """The Rally home, the paired task's arguments and each side's server pids."""
+    home = rallyenv.RallyHome(run_root / "rally")
+    # The admin is the env's user too: without a user, Rally creates
+    # (and afterwards deletes) a project and users for every workload,
+    # half a minute each on a busy 2-core machine. The paired scenario
+    # reads both sides' openrc files and uses neither.
+    admin = keystones["baseline"].admin_credentials
+    user = {k: v for k, v in admin.items() if k != "auth_url"}
+    home.create_env(rally_task.ENV_NAME, rallyenv.keystone_spec(admin, users=[user]))
+    home.check_env(rally_task.ENV_NAME)
+    # Each side's admin, or with --identity ldap a user of each side's directory.
+    side_targets = {
+        side: ldap_target(ks, stack) if ks.directory_users_path else ks.openrc_path
+        for side, ks in keystones.items()
+    }
+    args_for_task = {**task_args, **{side: str(p) for side, p in side_targets.items()}}
+    # Every server of a side: "server", or "<node>-server" behind HAProxy.
+    trees = {
+        side: [p for n, p in keystones[side].pids.items() if n.split("-")[-1] == "server"]
+        for side in SIDES
+    }
+    return home, args_for_task, trees
 
 
 def main(args: argparse.Namespace) -> int:
@@ -217,7 +338,7 @@ def main(args: argparse.Namespace) -> int:
     settings = check_settings(args)
     task = rally_task.task_file(args.task)
     task_args = rally_task.parse_task_args(getattr(args, "task_args", None))
-    deps = side_deployments(args)
+    deps, commits = side_deployments(args)
     stamp = rally_task.utc_stamp()
     out_dir = (Path(args.reports_dir) / stamp).resolve()
     run_root = rally_task.run_dir(f"gate-{stamp}").resolve()
@@ -227,26 +348,7 @@ def main(args: argparse.Namespace) -> int:
     runs: list[TaskRun] = []
     with rally_task.sigterm_as_interrupt(), contextlib.ExitStack() as stack:
         keystones = start_both(deps, run_root, stack)
-        home = rallyenv.RallyHome(run_root / "rally")
-        # The admin is the env's user too: without a user, Rally creates
-        # (and afterwards deletes) a project and users for every workload,
-        # half a minute each on a busy 2-core machine. The paired scenario
-        # reads both sides' openrc files and uses neither.
-        admin = keystones["baseline"].admin_credentials
-        user = {k: v for k, v in admin.items() if k != "auth_url"}
-        home.create_env(rally_task.ENV_NAME, rallyenv.keystone_spec(admin, users=[user]))
-        home.check_env(rally_task.ENV_NAME)
-        # Each side's admin, or with --identity ldap a user of each side's directory.
-        side_targets = {
-            side: ldap_target(ks, stack) if ks.directory_users_path else ks.openrc_path
-            for side, ks in keystones.items()
-        }
-        args_for_task = {**task_args, **{side: str(p) for side, p in side_targets.items()}}
-        # Every server of a side: "server", or "<node>-server" behind HAProxy.
-        trees = {
-            side: [p for n, p in keystones[side].pids.items() if n.split("-")[-1] == "server"]
-            for side in SIDES
-        }
+        home, args_for_task, trees = paired_rally(keystones, run_root, stack, task_args)
         access = {side: [] for side in SIDES}
 
         def judge() -> GateResult:
@@ -255,7 +357,8 @@ def main(args: argparse.Namespace) -> int:
                 access[side] = procstat.read_access_log(keystones[side].access_log_path)
             return judge_runs(
                 runs, access, settings,
-                base_name=deps["baseline"].describe(), cand_name=deps["candidate"].describe(),
+                base_name=side_name(deps, commits, "baseline"),
+                cand_name=side_name(deps, commits, "candidate"),
             )  # fmt: skip
 
         result = None
@@ -281,21 +384,13 @@ def main(args: argparse.Namespace) -> int:
                 break
             rally_task.progress(f"{result.headline()}; extending with another task run")
     assert result is not None
-    print(gate_report.format_text(result))
-    paths = {
-        "JSON": out_dir / "gate.json",
-        "HTML": out_dir / "gate.html",
-        "JUnit": out_dir / "gate-junit.xml",
-    }
-    gate_report.write_outputs(result, paths)
-    for label, path in paths.items():
-        print(f"gate {label}: {path}")
+    write_reports(result, out_dir)
     return result.exit_code
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """The options of ``keystone-bench gate``."""
-    parser.add_argument("--baseline", required=True, metavar="SPEC")
+    add_baseline_arguments(parser)
     parser.add_argument("--candidate", required=True, metavar="SPEC")
     parser.add_argument("--task", default="tasks/gate.yaml")
     parser.add_argument(

@@ -20,7 +20,7 @@ ROOT = Path(__file__).resolve().parents[2]
 def _gate_argv(text: str) -> list[str]:
     """The keystone-bench gate command in TEXT, Jinja variables given sample values."""
     line = re.search(r"keystone-bench (gate\b.*?)(?:\n\s*\n|\n\s*rc=|\Z)", text, re.S).group(1)
-    line = re.sub(r"\{\{\s*keystone_bench_baseline\s*\}\}", "keystone==30.0.0", line)
+    line = re.sub(r"\{\{\s*keystone_bench_baseline_ref\s*\}\}", "HEAD~1", line)
     line = re.sub(r"\{\{[^}]*\}\}", "X", line)
     return shlex.split(line.replace(">-", ""))
 
@@ -28,7 +28,8 @@ def _gate_argv(text: str) -> list[str]:
 def _check(argv: list[str]) -> None:
     args = cli.build_parser().parse_args(argv)
     assert args.func is gate.main
-    assert args.baseline.startswith("keystone==")
+    # The change against its parent in the same checkout, never a fixed release.
+    assert args.baseline is None and args.baseline_ref
     assert (ROOT / args.task).is_file()
 
 
@@ -45,7 +46,10 @@ def _zuul_gate_task() -> tuple[dict, dict]:
 def test_zuul_playbook_gate_command_parses():
     job, found = _zuul_gate_task()
     cmd = found["gate"]["ansible.builtin.shell"]["cmd"]
-    text = cmd.replace("{{ keystone_bench_baseline }}", job["vars"]["keystone_bench_baseline"])
+    assert job["vars"]["keystone_bench_baseline_ref"] == "HEAD~1"
+    text = cmd.replace(
+        "{{ keystone_bench_baseline_ref }}", job["vars"]["keystone_bench_baseline_ref"]
+    )
     _check(_gate_argv("keystone-bench " + text.split("keystone-bench ", 1)[1]))
 
 
@@ -74,7 +78,16 @@ def _github_step() -> dict:
 
 
 def test_github_workflow_gate_command_parses():
-    _check(_gate_argv(_github_step()["run"]))
+    step = _github_step()
+    argv = _gate_argv(step["run"])
+    _check(argv)
+    assert argv[argv.index("--baseline-ref") + 1] == "$BASE_SHA"
+    assert step["env"]["BASE_SHA"] == "${{ github.event.pull_request.base.sha }}"
+    wf = yaml.safe_load((ROOT / ".github/workflows/keystone-gate.yaml").read_text())
+    keystone = next(
+        s for s in wf["jobs"]["gate"]["steps"] if s.get("with", {}).get("path") == "keystone"
+    )
+    assert keystone["with"]["fetch-depth"] == 0  # the base commit must be in the checkout
 
 
 @pytest.mark.parametrize("rc,job_rc,warned", [(0, 0, False), (1, 1, False),
