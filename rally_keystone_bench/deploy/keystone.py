@@ -435,11 +435,12 @@ class LocalKeystone:
         self._load_state()
         for name, pid in sorted(self.pids.items()):
             recorded = self.processes.get(name)
-            if recorded is None or recorded.get("pid") != pid:
+            if recorded is None or recorded.get("pid") != pid or not process.is_complete(recorded):
                 if process.is_alive(pid):
                     self.progress(
-                        f"{name}: pid {pid} has no recorded start time, so it may not be "
-                        "the process this deployment started: not signalled"
+                        f"{name}: pid {pid} has no full record (boot id, start time, command "
+                        "line), so it may not be the process this deployment started: "
+                        "not signalled"
                     )
                 continue
             if not process.is_same_process(recorded):

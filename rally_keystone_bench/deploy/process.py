@@ -168,14 +168,26 @@ def is_same_process(recorded: dict) -> bool:
     The boot and the start time must match (together they name one process);
     the command line, which a server may rewrite (``gunicorn: master``), must
     still name one of the recorded program's words.
+    A record without all three (boot id, start time, command line) names no
+    process for sure: it is never taken for ours.
     """
+    if not is_complete(recorded):
+        return False
     pid = int(recorded["pid"])
     if not is_alive(pid):
         return False
-    if recorded.get("boot_id") and recorded["boot_id"] != _boot_id():
+    if recorded["boot_id"] != _boot_id() or recorded["start_time"] != _start_time(pid):
         return False
-    if recorded.get("start_time") != _start_time(pid):
-        return False
-    was = [os.path.basename(a) for a in recorded.get("cmdline") or [] if not a.startswith("-")]
+    was = [os.path.basename(a) for a in recorded["cmdline"] if not a.startswith("-")]
     now = " ".join(_cmdline(pid))
-    return not was or not now or any(word and word in now for word in was)
+    return bool(now) and any(word and word in now for word in was)
+
+
+def is_complete(recorded: dict) -> bool:
+    """True when RECORDED holds a pid, a boot id, a start time and a command line."""
+    return (
+        isinstance(recorded.get("pid"), int)
+        and bool(recorded.get("boot_id"))
+        and isinstance(recorded.get("start_time"), int)
+        and bool(recorded.get("cmdline"))
+    )
