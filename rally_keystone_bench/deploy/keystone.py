@@ -857,7 +857,9 @@ class LocalKeystone:
             "node_ports": self.node_ports,
             "private_db_port": self.private_db_port,
         }
-        self.state_path.write_text(json.dumps(state, indent=2) + "\n")
+        # It holds the database server's URL (to drop the database at teardown),
+        # password included: its owner's only.
+        write_private(self.state_path, json.dumps(state, indent=2) + "\n")
 
     def _load_state(self) -> None:
         if not self.state_path.exists():

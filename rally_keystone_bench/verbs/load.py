@@ -34,6 +34,7 @@ from rally_keystone_bench.driver.task import progress
 from rally_keystone_bench.engines.locust import engine
 from rally_keystone_bench.errors import BenchError
 from rally_keystone_bench.report import render
+from rally_keystone_bench.report.redact import redact
 from rally_keystone_bench.verbs import options
 
 
@@ -220,7 +221,9 @@ def main(args: argparse.Namespace) -> int:
         f"{settings.duration:g} s after {settings.warmup:g} s of warm-up ({started})"
     )
     (out_dir / "load.json").write_text(
-        json.dumps({"engine": args.engine, "started_at": started, **vars(args)}, default=str)
+        json.dumps(
+            redact({"engine": args.engine, "started_at": started, **vars(args)}), default=str
+        )
     )
     with rally_task.sigterm_as_interrupt():
         if args.engine == "locust":
