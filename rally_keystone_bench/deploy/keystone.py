@@ -15,6 +15,7 @@ pids it must stop.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
 import os
 import secrets
@@ -257,11 +258,17 @@ class StartCancelled(BenchError):
 
 
 def write_private(path: Path, text: str) -> None:
-    """Write TEXT to PATH readable by its owner only (0600) from the first byte."""
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    """Write TEXT to PATH readable by its owner only (0600) from the first byte.
+
+    Through a temporary file renamed over PATH: a kill mid-write leaves the
+    old file whole (state.json must never be half a record).
+    """
+    tmp = path.with_name(path.name + ".tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     with os.fdopen(fd, "w") as out:
         out.write(text)
-    os.chmod(path, 0o600)
+    os.chmod(tmp, 0o600)
+    os.replace(tmp, path)
 
 
 class LocalKeystone:
@@ -281,6 +288,7 @@ class LocalKeystone:
         self.port: int | None = self.deployment.port
         self.pids: dict[str, int] = {}
         self.processes: dict[str, dict] = {}  # name -> process.identity() when started
+        self._spawned: dict[str, int] = {}  # name -> pid spawned by this object
         self.venv: Path | None = None
         self.database: databases.Database | None = None  # dropped at teardown
         self.memcached_port: int | None = None
@@ -433,6 +441,12 @@ class LocalKeystone:
         PostgreSQL/MySQL database is dropped too. ``restart`` keeps it.
         """
         self._load_state()
+        # What this object spawned itself and a signal kept out of state.json.
+        for name, pid in self._spawned.items():
+            if self.pids.get(name) != pid and process.is_alive(pid):
+                self.pids[name] = pid
+                self.processes[name] = process.identity(pid) or {}
+        self._spawned = {}
         for name, pid in sorted(self.pids.items()):
             recorded = self.processes.get(name)
             if recorded is None or recorded.get("pid") != pid or not process.is_complete(recorded):
@@ -549,9 +563,8 @@ class LocalKeystone:
             if self.memcached_port is None:
                 self.memcached_port = process.find_free_port()
             log = self.run_dir / "memcached.log"
-            self.pids["memcached"] = memcached.start(self.memcached_port, log)
+            self._record("memcached", lambda: memcached.start(self.memcached_port, log))
             self.progress(f"memcached started on port {self.memcached_port}")
-            self._write_state()
         if dep.identity == "ldap":
             self._start_directory()
 
@@ -561,8 +574,9 @@ class LocalKeystone:
             self.private_db_port = process.find_free_port()
         log = self.run_dir / "postgresql.log"
         # Named to sort after every Keystone process: stop() ends it last.
-        self.pids["storage-postgres"] = storage.start_postgres(
-            self.run_dir, self.private_db_port, log
+        self._record(
+            "storage-postgres",
+            functools.partial(storage.start_postgres, self.run_dir, self.private_db_port, log),
         )
         self.progress(
             f"private PostgreSQL on port {self.private_db_port}, data in "
@@ -582,9 +596,8 @@ class LocalKeystone:
         if not found.prepared:
             found.prepare()
             self.progress(f"LDAP directory filled with {found.users} users in {found.run_dir}")
-        self.pids["slapd"] = found.start()
+        self._record("slapd", found.start)
         self.progress(f"slapd started on {found.url}")
-        self._write_state()
 
     def _render_config(self) -> str:
         dep = self.deployment
@@ -732,16 +745,28 @@ class LocalKeystone:
             servers.write_hook(site.run_dir)
             argv = servers.command(site)
             self.progress(f"starting Keystone {name} ({dep.describe()}) on port {port}")
-            self.pids[f"{name}-server"] = process.spawn(
-                argv, site.server_log_path, env=self._env(), cwd=site.run_dir
+            self._record(
+                f"{name}-server",
+                functools.partial(
+                    process.spawn, argv, site.server_log_path, env=self._env(), cwd=site.run_dir
+                ),
             )
             if dep.server == "nginx":
-                self.pids[f"{name}-nginx"] = process.spawn(
-                    nginx.command(site), site.run_dir / "nginx-error.log", cwd=site.run_dir
+                self._record(
+                    f"{name}-nginx",
+                    functools.partial(
+                        process.spawn,
+                        nginx.command(site),
+                        site.run_dir / "nginx-error.log",
+                        cwd=site.run_dir,
+                    ),
                 )
         argv = balancing.command(self.run_dir, self.port, self.nodes())
         self.progress(f"starting haproxy on port {self.port} in front of {len(self.node_ports)}")
-        self.pids["haproxy"] = process.spawn(argv, self.run_dir / "haproxy.log", cwd=self.run_dir)
+        self._record(
+            "haproxy",
+            functools.partial(process.spawn, argv, self.run_dir / "haproxy.log", cwd=self.run_dir),
+        )
 
     def _start_server(self) -> None:
         if self.deployment.nodes is not None:
@@ -752,17 +777,30 @@ class LocalKeystone:
         self._write_domain_config()
         argv = servers.command(self.site())
         self.progress(f"starting Keystone ({self.deployment.describe()}) on port {self.port}")
-        pid = process.spawn(
-            argv,
-            self.server_log_path,
-            env=self._env(),
-            cwd=self.run_dir,
+        self._record(
+            "server",
+            lambda: process.spawn(argv, self.server_log_path, env=self._env(), cwd=self.run_dir),
         )
-        self.pids["server"] = pid
         if self.deployment.server == "nginx":
-            self.pids["nginx"] = process.spawn(
-                nginx.command(self.site()), self.run_dir / "nginx-error.log", cwd=self.run_dir
+            self._record(
+                "nginx",
+                lambda: process.spawn(
+                    nginx.command(self.site()), self.run_dir / "nginx-error.log", cwd=self.run_dir
+                ),
             )
+
+    def _record(self, name: str, start: Callable[[], int]) -> None:
+        """Run START (it starts a process and returns its pid) and record it as NAME.
+
+        No SIGINT/SIGTERM comes between the start and the record (they wait
+        until both are done), and state.json has it at once: an interrupt a
+        moment later, or ``keystone down`` from another shell, still finds it.
+        """
+        with process.signals_deferred():
+            pid = start()
+            self.pids[name] = pid
+            self._spawned[name] = pid
+        self._write_state()
 
     def _wait_ready(self) -> None:
         """Wait until /v3 answers and the admin can get a token."""
