@@ -199,14 +199,19 @@ class Master:
         LOG.info("keystone-bench: every worker ready (%s users): load starts", self.ready)
         total = sum(s.seconds for s in steps_from(opts))
         deadline = time.monotonic() + 1.0 + total + max(30.0, opts.ks_timeout + 10.0)
-        while len(self.done) < len(self.workers):
-            waiting = [n for n in self.workers if n not in self.done]
+        # A lost worker's samples are gone; the others' are still coming: wait for them.
+        while len(self.done) + len(self.lost) < len(self.workers):
+            waiting = [n for n in self.workers if n not in self.done and n not in self.lost]
             gone = self._missing(waiting)
-            if gone or time.monotonic() > deadline:
-                self.lost = gone or waiting
-                self.error = f"lost worker(s) {', '.join(self.lost)}: their samples are missing"
-                break
+            if time.monotonic() > deadline:
+                gone = waiting
+            self.lost += gone
             gevent.sleep(0.1)
+        if self.lost:
+            self.error = (
+                f"lost {len(self.lost)} of {len(self.workers)} worker(s) "
+                f"({', '.join(self.lost)}): their samples are missing, the others' are kept"
+            )
         self.finish()
 
     def broadcast(self, name: str, data: dict) -> None:
