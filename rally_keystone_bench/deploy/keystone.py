@@ -119,6 +119,7 @@ class Deployment:
 
     def validate(self) -> None:
         """Raise BenchError on a setting that cannot work, before anything starts."""
+        venv.check_spec(self.keystone)
         if self.server not in SERVERS:
             raise BenchError(f"server must be one of {', '.join(SERVERS)}, not {self.server!r}")
         if self.db not in DATABASES:

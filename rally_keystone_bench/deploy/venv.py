@@ -43,6 +43,19 @@ def is_local_checkout(spec: str) -> bool:
     return os.path.sep in spec or spec.startswith(".") or Path(spec).is_dir()
 
 
+def check_spec(spec: str) -> None:
+    """BenchError when SPEC names a local checkout that is missing or not a Python project."""
+    if not is_local_checkout(spec):
+        return
+    path = Path(spec)
+    if not path.exists():
+        raise BenchError(f"Keystone checkout {spec} does not exist")
+    if not path.is_dir():
+        raise BenchError(f"Keystone checkout {spec} is a file, not a directory")
+    if not (path / "setup.cfg").exists() and not (path / "pyproject.toml").exists():
+        raise BenchError(f"{spec} is not a Keystone checkout (no setup.cfg or pyproject.toml)")
+
+
 def env_slug(spec: str) -> str:
     """A directory name that identifies SPEC: readable, and unique by hash."""
     key = str(Path(spec).resolve()) if is_local_checkout(spec) else spec.strip()
@@ -107,12 +120,7 @@ def ensure_keystone_env(
     they are installed when missing.
     """
     spec = spec or DEFAULT_SPEC
-    if (
-        is_local_checkout(spec)
-        and not (Path(spec) / "setup.cfg").exists()
-        and not (Path(spec) / "pyproject.toml").exists()
-    ):
-        raise BenchError(f"{spec} is not a Keystone checkout (no setup.cfg or pyproject.toml)")
+    check_spec(spec)
     venv = env_path(spec)
     with _locked(venv.with_suffix(".lock")):
         log = venv.with_suffix(".install.log")
@@ -125,7 +133,11 @@ def ensure_keystone_env(
             target = ["-e", str(Path(spec).resolve())] if is_local_checkout(spec) else [spec]
             try:
                 _pip(venv, [*target, "uwsgi"], log)
-            except BenchError:
+                if not (venv / "bin" / "keystone-manage").exists():
+                    # pip installed something: a tree that is not Keystone's.
+                    raise BenchError(f"{spec} installed no keystone-manage: not a Keystone")
+            except BaseException:
+                # Never cached as complete: the next run builds it again.
                 shutil.rmtree(venv, ignore_errors=True)
                 raise
             (venv / COMPLETE_MARKER).write_text(spec + "\n")
