@@ -37,6 +37,7 @@ from rally_keystone_bench.deploy import (
     databases,
     directory,
     files,
+    limits,
     memcached,
     nginx,
     process,
@@ -147,6 +148,7 @@ class Deployment:
         if self.server == "nginx":
             nginx.executable()
         balancing.check(self.nodes, self.balancer, self.db)
+        limits.check_size(self.nodes, self.workers)
         storage.check(self.db_storage, self.db, self.db_url)
         self._validate_identity()
 
