@@ -601,6 +601,9 @@ class LocalKeystone:
             self.progress(f"LDAP directory filled with {found.users} users in {found.run_dir}")
         self._record("slapd", found.start)
         self.progress(f"slapd started on {found.url}")
+        why = found.runs_as_root_because()
+        if why:
+            self.progress(f"slapd runs as root: {why}")
 
     def _render_config(self) -> str:
         dep = self.deployment
