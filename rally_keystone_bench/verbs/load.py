@@ -122,7 +122,16 @@ def run_locust(
 ) -> int:
     with admin_target(args, run_dir, cloud=cloud) as (credential, desc):
         progress(f"target: {desc}")
-        result = engine.run_load(settings, credential, out_dir / "locust", progress)
+        try:
+            result = engine.run_load(settings, credential, out_dir / "locust", progress)
+        except KeyboardInterrupt as exc:
+            kept = getattr(exc, "result", None)
+            if kept is not None:  # what was sent until the signal: reported, then 130/143
+                report = out_dir / "locust-report.json"
+                report.write_bytes(kept.report.read_bytes())
+                summarize(report, out_dir)
+                print(f"interrupted: {kept.meta['samples_total']} samples kept")
+            raise
     report = out_dir / "locust-report.json"
     report.write_bytes(result.report.read_bytes())
     meta = result.meta

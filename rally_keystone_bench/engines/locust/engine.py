@@ -307,6 +307,9 @@ def worker_command(master_host: str, port: int) -> list[str]:
     ]
 
 
+INTERRUPT_GRACE_S = 30.0  # an interrupted master's time to collect and write the samples
+
+
 def _stop(proc: subprocess.Popen, grace: float = 10.0) -> None:
     if proc.poll() is None:
         with contextlib.suppress(ProcessLookupError):
@@ -387,10 +390,25 @@ def run_load(
             raise BenchError(
                 f"the Locust master ran past {limit:.0f} s; see {master_log}"
             ) from None
-    except KeyboardInterrupt:
-        # the master deletes what it made on SIGTERM (its quitting event)
+    except KeyboardInterrupt as exc:
+        # SIGUSR1: the master stops the workers, collects and writes what they
+        # sent, deletes what it made, and quits; SIGTERM only after INTERRUPT_GRACE_S.
+        if procs and procs[0].poll() is None:
+            with contextlib.suppress(ProcessLookupError):
+                procs[0].send_signal(signal.SIGUSR1)
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                procs[0].wait(timeout=INTERRUPT_GRACE_S)
         for proc in procs:
             _stop(proc, grace=60.0)
+        if (out_dir / "run.json").exists():
+            exc.result = LoadResult(  # type: ignore[attr-defined]
+                out_dir / "locust-report.json",
+                out_dir / "samples.json",
+                json.loads((out_dir / "run.json").read_text()),
+                out_dir,
+                time.monotonic() - t0,
+                logs,
+            )
         raise
     finally:
         for proc in procs[1:]:
