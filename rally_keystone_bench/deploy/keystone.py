@@ -40,6 +40,7 @@ from rally_keystone_bench.deploy import (
     limits,
     memcached,
     nginx,
+    ports,
     process,
     servers,
     storage,
@@ -397,6 +398,48 @@ class LocalKeystone:
         self.run_dir.mkdir(parents=True, exist_ok=True)
         os.chmod(self.run_dir, 0o700)  # keys, database, config: its owner's only
         self._load_state()
+        self._pick_ports()
+        if self.pids:
+            raise BenchError(f"a Keystone from {self.run_dir} is already running: stop it first")
+        self.venv = venv.ensure_keystone_env(
+            dep.keystone, extras=self._extra_packages(), progress=self.progress
+        )
+        for attempt in range(1, ports.ATTEMPTS + 1):
+            marks = ports.log_marks(self.run_dir)
+            try:
+                self._check_cancelled()
+                self._start_backends()
+                if not (self.run_dir / ".initialised").exists():
+                    self._initialise()
+                self._check_cancelled()
+                self._start_server()
+                self._write_state()
+                self._wait_ready()
+                break
+            except BenchError:
+                self.stop()
+                taken = ports.bind_failure_since(self.run_dir, marks)
+                if taken is None or attempt == ports.ATTEMPTS:
+                    raise
+                self.progress(
+                    f"a port was taken between its pick and its bind (see {taken}): "
+                    f"starting again on new ports ({attempt + 1} of {ports.ATTEMPTS})"
+                )
+                self._pick_ports(again=True)
+            except BaseException:
+                self.stop()
+                raise
+        self._write_openrc()
+
+    def _pick_ports(self, again: bool = False) -> None:
+        """A free port for every server whose port was not given (AGAIN: new ones)."""
+        dep = self.deployment
+        if again:
+            self.port = dep.port
+            self.node_ports = []
+            self.memcached_port = None
+            self.ldap_port = dep.ldap_port
+            self.private_db_port = None
         if self.port is None:
             self.port = process.find_free_port()
         if dep.nodes is not None and len(self.node_ports) != dep.nodes:
@@ -405,24 +448,6 @@ class LocalKeystone:
                 free = process.find_free_port()
                 if free != self.port and free not in self.node_ports:
                     self.node_ports.append(free)
-        if self.pids:
-            raise BenchError(f"a Keystone from {self.run_dir} is already running: stop it first")
-        self.venv = venv.ensure_keystone_env(
-            dep.keystone, extras=self._extra_packages(), progress=self.progress
-        )
-        try:
-            self._check_cancelled()
-            self._start_backends()
-            if not (self.run_dir / ".initialised").exists():
-                self._initialise()
-            self._check_cancelled()
-            self._start_server()
-            self._write_state()
-            self._wait_ready()
-        except BaseException:
-            self.stop()
-            raise
-        self._write_openrc()
 
     def cancel_start(self) -> None:
         """Make a start() running in another thread give up at its next step.
