@@ -781,15 +781,21 @@ def serve(
     signal.signal(signal.SIGTERM, _stop)
     try:  # from the first fork on: a signal at any point stops every worker
         for _ in range(workers - 1):
+            # SIGTERM waits (blocked) until the worker has its own disposition: a
+            # SIGTERM to a worker that still had our Python handler would be lost.
+            sigs = {signal.SIGTERM, signal.SIGINT}
+            signal.pthread_sigmask(signal.SIG_BLOCK, sigs)
             pid = os.fork()
             if pid == 0:  # a worker: serve on the inherited socket until killed
                 try:
                     signal.signal(signal.SIGTERM, signal.SIG_DFL)
                     signal.signal(signal.SIGINT, signal.SIG_IGN)
+                    signal.pthread_sigmask(signal.SIG_UNBLOCK, sigs)
                     server.serve_forever()
                 finally:
                     os._exit(0)
             children.append(pid)
+            signal.pthread_sigmask(signal.SIG_UNBLOCK, sigs)
         announce(
             f"mock Keystone: {workers} worker(s), service time {service_time_ms:g} ms, "
             f"slope {slope_ms_per_s:g} ms/s, error rate {error_rate:g}"
