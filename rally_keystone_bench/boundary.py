@@ -22,15 +22,9 @@ from collections.abc import Callable
 from typing import Any
 
 from rally_keystone_bench import errors
+from rally_keystone_bench.errors import mask_urls
 
 PROG = "keystone-bench"
-# scheme://user:password@host -> scheme://user:***@host (any scheme, any user).
-_URL_PASSWORD_RE = re.compile(r"(\b[a-zA-Z][a-zA-Z0-9+.\-]*://[^:/@\s]*):[^@/\s]*@")
-
-
-def mask_urls(text: str) -> str:
-    """TEXT with the password of every ``scheme://user:password@host`` replaced by ***."""
-    return _URL_PASSWORD_RE.sub(r"\1:***@", text)
 
 
 def one_line(text: object, limit: int = 500) -> str:

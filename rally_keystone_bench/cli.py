@@ -12,6 +12,7 @@ import argparse
 import sys
 from collections.abc import Sequence
 
+import rally_keystone_bench.verbs.applicability
 import rally_keystone_bench.verbs.capacity
 import rally_keystone_bench.verbs.cleanup
 import rally_keystone_bench.verbs.compare
@@ -103,7 +104,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         args = parser.parse_args(argv)
     except SystemExit as exc:  # --help (0) or a usage error, already said in one line (2)
         return exc.code if isinstance(exc.code, int) else errors.EXIT_BAD_INPUT
-    return boundary.run(lambda: args.func(args), debug=debug)
+    return boundary.run(lambda: _checked(parser, args)(args), debug=debug)
+
+
+def _checked(parser: argparse.ArgumentParser, args: argparse.Namespace):
+    """ARGS's verb, once no option was given where it does not apply."""
+    verbs.applicability.check(args.verb, args, verbs.applicability.defaults_of(parser, args.verb))
+    return args.func
 
 
 if __name__ == "__main__":

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 
 EXIT_OK = 0
 EXIT_VERDICT = 1
@@ -73,3 +74,12 @@ class Interrupted(KeyboardInterrupt):
             return signal.Signals(self.signum).name
         except ValueError:
             return f"signal {self.signum}"
+
+
+# scheme://user:password@host -> scheme://user:***@host (any scheme, any user).
+_URL_PASSWORD_RE = re.compile(r"(\b[a-zA-Z][a-zA-Z0-9+.\-]*://[^:/@\s]*):[^@/\s]*@")
+
+
+def mask_urls(text: str) -> str:
+    """TEXT with the password of every ``scheme://user:password@host`` replaced by ***."""
+    return _URL_PASSWORD_RE.sub(r"\1:***@", text)

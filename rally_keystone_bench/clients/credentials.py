@@ -11,6 +11,7 @@ spec file (JSON or YAML). Each gives the same credential mapping::
 from __future__ import annotations
 
 import re
+import urllib.parse
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -35,6 +36,7 @@ def from_environ(env: Mapping[str, str], where: str = ENVIRON) -> dict[str, Any]
     missing += [] if project else ["OS_PROJECT_NAME"]
     if missing:
         raise BenchError(f"no admin credentials: {', '.join(missing)} not set in {where}")
+    check_auth_url(env["OS_AUTH_URL"], "OS_AUTH_URL")
     return {
         "auth_url": env["OS_AUTH_URL"],
         "username": env["OS_USERNAME"],
@@ -92,7 +94,23 @@ def read_platform(path: str | Path) -> dict[str, Any]:
         platform = spec.get("openstack") or spec.get("existing@openstack")
     if not isinstance(platform, dict) or not platform.get("auth_url"):
         raise BenchError(f"env spec {path} has no openstack platform with an auth_url")
+    check_auth_url(str(platform["auth_url"]), f"the auth_url of {path}")
     return platform
+
+
+def check_auth_url(url: str, what: str) -> None:
+    """BenchError when URL carries a user or password: Rally's and keystoneauth's
+    logs print the auth URL as it is, so the password would reach them."""
+    try:
+        parts = urllib.parse.urlsplit(url)
+        userinfo = parts.username is not None or parts.password is not None
+    except ValueError:
+        raise BenchError(f"{what} is not a URL") from None
+    if userinfo:
+        raise BenchError(
+            f"{what} holds a user or password ({parts.scheme}://***@{parts.hostname}...): "
+            "drop it from the URL; the password goes in OS_PASSWORD or the spec's admin"
+        )
 
 
 def from_spec_file(path: str | Path) -> dict[str, Any]:

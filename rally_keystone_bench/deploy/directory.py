@@ -5,8 +5,10 @@ One directory per run, all of it in the run directory: a generated
 database, a log, and with TLS a certificate made for the run. slapd runs in
 the foreground on a free loopback port (``-d stats``: its log gets one
 ``ACCEPT from IP=`` line per LDAP connection, which is how the connections are
-counted), as the ``openldap`` user when started as root, and is stopped by
-its pid with the rest of the run.
+counted), as the ``openldap`` user when started as root and that user can
+enter the run directory (a 0700 run directory keeps it root, and
+``runs_as_root_because`` says so), and is stopped by its pid with the rest
+of the run.
 
 The directory holds a read-only service account that Keystone binds as, and
 ``users`` people under ``ou=Users`` with generated passwords (stored salted
@@ -207,6 +209,19 @@ class Directory:
             if not _can_enter(parent, entry.pw_uid, entry.pw_gid):
                 return None
         return RUN_AS
+
+    def runs_as_root_because(self) -> str | None:
+        """Why slapd, started as root, keeps root: the directory openldap cannot enter."""
+        if os.geteuid() != 0 or self.run_as is not None:
+            return None
+        if not _has_user(RUN_AS):
+            return f"there is no {RUN_AS} user"
+        entry = pwd.getpwnam(RUN_AS)
+        for parent in self.run_dir.parents:
+            if not _can_enter(parent, entry.pw_uid, entry.pw_gid):
+                mode = oct(parent.stat().st_mode & 0o777)[2:]
+                return f"{RUN_AS} cannot enter {parent} (mode {mode})"
+        return None
 
     def start(self) -> int:
         """Start slapd; return its pid once it accepts connections."""

@@ -15,6 +15,7 @@ pids it must stop.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
 import os
 import secrets
@@ -38,8 +39,10 @@ from rally_keystone_bench.deploy import (
     directory,
     files,
     gitref,
+    limits,
     memcached,
     nginx,
+    ports,
     process,
     servers,
     storage,
@@ -120,6 +123,7 @@ class Deployment:
 
     def validate(self) -> None:
         """Raise BenchError on a setting that cannot work, before anything starts."""
+        venv.check_spec(self.keystone)
         if self.server not in SERVERS:
             raise BenchError(f"server must be one of {', '.join(SERVERS)}, not {self.server!r}")
         if self.db not in DATABASES:
@@ -147,6 +151,7 @@ class Deployment:
         if self.server == "nginx":
             nginx.executable()
         balancing.check(self.nodes, self.balancer, self.db)
+        limits.check_size(self.nodes, self.workers)
         storage.check(self.db_storage, self.db, self.db_url)
         self._validate_identity()
 
@@ -260,11 +265,17 @@ class StartCancelled(BenchError):
 
 
 def write_private(path: Path, text: str) -> None:
-    """Write TEXT to PATH readable by its owner only (0600) from the first byte."""
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    """Write TEXT to PATH readable by its owner only (0600) from the first byte.
+
+    Through a temporary file renamed over PATH: a kill mid-write leaves the
+    old file whole (state.json must never be half a record).
+    """
+    tmp = path.with_name(path.name + ".tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     with os.fdopen(fd, "w") as out:
         out.write(text)
-    os.chmod(path, 0o600)
+    os.chmod(tmp, 0o600)
+    os.replace(tmp, path)
 
 
 class LocalKeystone:
@@ -284,6 +295,7 @@ class LocalKeystone:
         self.port: int | None = self.deployment.port
         self.pids: dict[str, int] = {}
         self.processes: dict[str, dict] = {}  # name -> process.identity() when started
+        self._spawned: dict[str, int] = {}  # name -> pid spawned by this object
         self.venv: Path | None = None
         self.database: databases.Database | None = None  # dropped at teardown
         self.memcached_port: int | None = None
@@ -389,6 +401,48 @@ class LocalKeystone:
         self.run_dir.mkdir(parents=True, exist_ok=True)
         os.chmod(self.run_dir, 0o700)  # keys, database, config: its owner's only
         self._load_state()
+        self._pick_ports()
+        if self.pids:
+            raise BenchError(f"a Keystone from {self.run_dir} is already running: stop it first")
+        self.venv = venv.ensure_keystone_env(
+            dep.keystone, extras=self._extra_packages(), progress=self.progress
+        )
+        for attempt in range(1, ports.ATTEMPTS + 1):
+            marks = ports.log_marks(self.run_dir)
+            try:
+                self._check_cancelled()
+                self._start_backends()
+                if not (self.run_dir / ".initialised").exists():
+                    self._initialise()
+                self._check_cancelled()
+                self._start_server()
+                self._write_state()
+                self._wait_ready()
+                break
+            except BenchError:
+                self.stop()
+                taken = ports.bind_failure_since(self.run_dir, marks)
+                if taken is None or attempt == ports.ATTEMPTS:
+                    raise
+                self.progress(
+                    f"a port was taken between its pick and its bind (see {taken}): "
+                    f"starting again on new ports ({attempt + 1} of {ports.ATTEMPTS})"
+                )
+                self._pick_ports(again=True)
+            except BaseException:
+                self.stop()
+                raise
+        self._write_openrc()
+
+    def _pick_ports(self, again: bool = False) -> None:
+        """A free port for every server whose port was not given (AGAIN: new ones)."""
+        dep = self.deployment
+        if again:
+            self.port = dep.port
+            self.node_ports = []
+            self.memcached_port = None
+            self.ldap_port = dep.ldap_port
+            self.private_db_port = None
         if self.port is None:
             self.port = process.find_free_port()
         if dep.nodes is not None and len(self.node_ports) != dep.nodes:
@@ -397,24 +451,6 @@ class LocalKeystone:
                 free = process.find_free_port()
                 if free != self.port and free not in self.node_ports:
                     self.node_ports.append(free)
-        if self.pids:
-            raise BenchError(f"a Keystone from {self.run_dir} is already running: stop it first")
-        self.venv = venv.ensure_keystone_env(
-            dep.keystone, extras=self._extra_packages(), progress=self.progress
-        )
-        try:
-            self._check_cancelled()
-            self._start_backends()
-            if not (self.run_dir / ".initialised").exists():
-                self._initialise()
-            self._check_cancelled()
-            self._start_server()
-            self._write_state()
-            self._wait_ready()
-        except BaseException:
-            self.stop()
-            raise
-        self._write_openrc()
 
     def cancel_start(self) -> None:
         """Make a start() running in another thread give up at its next step.
@@ -436,13 +472,20 @@ class LocalKeystone:
         PostgreSQL/MySQL database is dropped too. ``restart`` keeps it.
         """
         self._load_state()
+        # What this object spawned itself and a signal kept out of state.json.
+        for name, pid in self._spawned.items():
+            if self.pids.get(name) != pid and process.is_alive(pid):
+                self.pids[name] = pid
+                self.processes[name] = process.identity(pid) or {}
+        self._spawned = {}
         for name, pid in sorted(self.pids.items()):
             recorded = self.processes.get(name)
-            if recorded is None or recorded.get("pid") != pid:
+            if recorded is None or recorded.get("pid") != pid or not process.is_complete(recorded):
                 if process.is_alive(pid):
                     self.progress(
-                        f"{name}: pid {pid} has no recorded start time, so it may not be "
-                        "the process this deployment started: not signalled"
+                        f"{name}: pid {pid} has no full record (boot id, start time, command "
+                        "line), so it may not be the process this deployment started: "
+                        "not signalled"
                     )
                 continue
             if not process.is_same_process(recorded):
@@ -551,9 +594,8 @@ class LocalKeystone:
             if self.memcached_port is None:
                 self.memcached_port = process.find_free_port()
             log = self.run_dir / "memcached.log"
-            self.pids["memcached"] = memcached.start(self.memcached_port, log)
+            self._record("memcached", lambda: memcached.start(self.memcached_port, log))
             self.progress(f"memcached started on port {self.memcached_port}")
-            self._write_state()
         if dep.identity == "ldap":
             self._start_directory()
 
@@ -563,8 +605,9 @@ class LocalKeystone:
             self.private_db_port = process.find_free_port()
         log = self.run_dir / "postgresql.log"
         # Named to sort after every Keystone process: stop() ends it last.
-        self.pids["storage-postgres"] = storage.start_postgres(
-            self.run_dir, self.private_db_port, log
+        self._record(
+            "storage-postgres",
+            functools.partial(storage.start_postgres, self.run_dir, self.private_db_port, log),
         )
         self.progress(
             f"private PostgreSQL on port {self.private_db_port}, data in "
@@ -584,9 +627,11 @@ class LocalKeystone:
         if not found.prepared:
             found.prepare()
             self.progress(f"LDAP directory filled with {found.users} users in {found.run_dir}")
-        self.pids["slapd"] = found.start()
+        self._record("slapd", found.start)
         self.progress(f"slapd started on {found.url}")
-        self._write_state()
+        why = found.runs_as_root_because()
+        if why:
+            self.progress(f"slapd runs as root: {why}")
 
     def _render_config(self) -> str:
         dep = self.deployment
@@ -734,16 +779,28 @@ class LocalKeystone:
             servers.write_hook(site.run_dir)
             argv = servers.command(site)
             self.progress(f"starting Keystone {name} ({dep.describe()}) on port {port}")
-            self.pids[f"{name}-server"] = process.spawn(
-                argv, site.server_log_path, env=self._env(), cwd=site.run_dir
+            self._record(
+                f"{name}-server",
+                functools.partial(
+                    process.spawn, argv, site.server_log_path, env=self._env(), cwd=site.run_dir
+                ),
             )
             if dep.server == "nginx":
-                self.pids[f"{name}-nginx"] = process.spawn(
-                    nginx.command(site), site.run_dir / "nginx-error.log", cwd=site.run_dir
+                self._record(
+                    f"{name}-nginx",
+                    functools.partial(
+                        process.spawn,
+                        nginx.command(site),
+                        site.run_dir / "nginx-error.log",
+                        cwd=site.run_dir,
+                    ),
                 )
         argv = balancing.command(self.run_dir, self.port, self.nodes())
         self.progress(f"starting haproxy on port {self.port} in front of {len(self.node_ports)}")
-        self.pids["haproxy"] = process.spawn(argv, self.run_dir / "haproxy.log", cwd=self.run_dir)
+        self._record(
+            "haproxy",
+            functools.partial(process.spawn, argv, self.run_dir / "haproxy.log", cwd=self.run_dir),
+        )
 
     def _start_server(self) -> None:
         if self.deployment.nodes is not None:
@@ -754,17 +811,30 @@ class LocalKeystone:
         self._write_domain_config()
         argv = servers.command(self.site())
         self.progress(f"starting Keystone ({self.deployment.describe()}) on port {self.port}")
-        pid = process.spawn(
-            argv,
-            self.server_log_path,
-            env=self._env(),
-            cwd=self.run_dir,
+        self._record(
+            "server",
+            lambda: process.spawn(argv, self.server_log_path, env=self._env(), cwd=self.run_dir),
         )
-        self.pids["server"] = pid
         if self.deployment.server == "nginx":
-            self.pids["nginx"] = process.spawn(
-                nginx.command(self.site()), self.run_dir / "nginx-error.log", cwd=self.run_dir
+            self._record(
+                "nginx",
+                lambda: process.spawn(
+                    nginx.command(self.site()), self.run_dir / "nginx-error.log", cwd=self.run_dir
+                ),
             )
+
+    def _record(self, name: str, start: Callable[[], int]) -> None:
+        """Run START (it starts a process and returns its pid) and record it as NAME.
+
+        No SIGINT/SIGTERM comes between the start and the record (they wait
+        until both are done), and state.json has it at once: an interrupt a
+        moment later, or ``keystone down`` from another shell, still finds it.
+        """
+        with process.signals_deferred():
+            pid = start()
+            self.pids[name] = pid
+            self._spawned[name] = pid
+        self._write_state()
 
     def _wait_ready(self) -> None:
         """Wait until /v3 answers and the admin can get a token."""
@@ -841,7 +911,9 @@ class LocalKeystone:
             "node_ports": self.node_ports,
             "private_db_port": self.private_db_port,
         }
-        self.state_path.write_text(json.dumps(state, indent=2) + "\n")
+        # It holds the database server's URL (to drop the database at teardown),
+        # password included: its owner's only.
+        write_private(self.state_path, json.dumps(state, indent=2) + "\n")
 
     def _load_state(self) -> None:
         if not self.state_path.exists():

@@ -58,7 +58,7 @@ from rally_keystone_bench.deploy.mock_store import (
     _write_private,
     bootstrap,
 )
-from rally_keystone_bench.errors import BenchError
+from rally_keystone_bench.errors import BenchError, Interrupted
 
 
 # -- process -------------------------------------------------------------------
@@ -68,7 +68,8 @@ def _bind(
     try:
         return MockServer((host, port or 0), store, tokens, options)
     except OSError as exc:
-        raise BenchError(f"cannot listen on {host}:{port}: {exc.strerror}") from None
+        where = f"{host}:{port}" if port else f"{host} (any free port)"
+        raise BenchError(f"cannot listen on {where}: {exc.strerror}") from None
 
 
 def serve(
@@ -119,32 +120,41 @@ def serve(
     (run_dir / "mock.pid").write_text(f"{os.getpid()}\n")
 
     children: list[int] = []
-    for _ in range(workers - 1):
-        pid = os.fork()
-        if pid == 0:  # a worker: serve on the inherited socket until killed
-            signal.signal(signal.SIGTERM, signal.SIG_DFL)
-            signal.signal(signal.SIGINT, signal.SIG_IGN)
-            try:
-                server.serve_forever()
-            finally:
-                os._exit(0)
-        children.append(pid)
+    stopped_by = [signal.SIGINT]  # Ctrl-C arrives as KeyboardInterrupt
 
     def _stop(signum, frame):
+        stopped_by[0] = signum
         raise KeyboardInterrupt
 
     signal.signal(signal.SIGTERM, _stop)
-    announce(
-        f"mock Keystone: {workers} worker(s), service time {service_time_ms:g} ms, "
-        f"slope {slope_ms_per_s:g} ms/s, error rate {error_rate:g}"
-        + (f", stalls {stall_s:g} s every {stall_every_s:g} s" if stall_s else "")
-    )
-    announce(f"auth URL: {base}/v3")
-    announce(f"openrc: {run_dir / 'openrc'}")
-    try:
+    try:  # from the first fork on: a signal at any point stops every worker
+        for _ in range(workers - 1):
+            # SIGTERM waits (blocked) until the worker has its own disposition: a
+            # SIGTERM to a worker that still had our Python handler would be lost.
+            sigs = {signal.SIGTERM, signal.SIGINT}
+            signal.pthread_sigmask(signal.SIG_BLOCK, sigs)
+            pid = os.fork()
+            if pid == 0:  # a worker: serve on the inherited socket until killed
+                try:
+                    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+                    signal.signal(signal.SIGINT, signal.SIG_IGN)
+                    signal.pthread_sigmask(signal.SIG_UNBLOCK, sigs)
+                    server.serve_forever()
+                finally:
+                    os._exit(0)
+            children.append(pid)
+            signal.pthread_sigmask(signal.SIG_UNBLOCK, sigs)
+        announce(
+            f"mock Keystone: {workers} worker(s), service time {service_time_ms:g} ms, "
+            f"slope {slope_ms_per_s:g} ms/s, error rate {error_rate:g}"
+            + (f", stalls {stall_s:g} s every {stall_every_s:g} s" if stall_s else "")
+        )
+        announce(f"auth URL: {base}/v3")
+        announce(f"openrc: {run_dir / 'openrc'}")
         server.serve_forever()
     except KeyboardInterrupt:
-        pass
+        # Stopped by a signal, as a foreground service is: 130 or 143, said so.
+        raise Interrupted(int(stopped_by[0])) from None
     finally:
         for pid in children:
             with contextlib.suppress(ProcessLookupError):
@@ -165,7 +175,7 @@ def check_stall(stall_s: float, stall_every_s: float) -> None:
     if stall_s < 0 or stall_every_s < 0:
         raise BenchError("--stall and --stall-every must not be negative")
     if stall_s and not stall_every_s:
-        raise BenchError("--stall needs --stall-every (seconds from one stall to the next)")
+        raise BenchError("--stall needs --stall-every above 0 (seconds from one stall to the next)")
     if stall_s and stall_s >= stall_every_s:
         raise BenchError(
             f"--stall {stall_s:g} s must be shorter than --stall-every {stall_every_s:g} s"
@@ -308,6 +318,8 @@ def _serve_settings(text: str) -> int:
     settings["run_dir"] = Path(settings["run_dir"])
     try:
         return serve(**settings, announce=lambda line: print(line, flush=True))
+    except Interrupted as exc:
+        return exc.exit_code
     except BenchError as exc:
         print(f"mock: {exc}", file=sys.stderr)
         return 2

@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import os
 import signal
 import socket
 import subprocess
+import threading
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 
 from rally_keystone_bench.errors import BenchError
@@ -56,6 +58,28 @@ def spawn(
             start_new_session=True,
         )
     return proc.pid
+
+
+@contextlib.contextmanager
+def signals_deferred() -> Iterator[None]:
+    """SIGINT and SIGTERM wait until the block ends, then take their usual course.
+
+    Around a spawn and its record: an interrupt between the two would leave
+    a process that nobody knows about. Outside the main thread, a no-op.
+    """
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    pending: list[int] = []
+    sigs = (signal.SIGINT, signal.SIGTERM)
+    previous = {s: signal.signal(s, lambda n, _f: pending.append(n)) for s in sigs}
+    try:
+        yield
+    finally:
+        for s, handler in previous.items():
+            signal.signal(s, handler)
+        for n in dict.fromkeys(pending):
+            signal.raise_signal(n)
 
 
 def is_alive(pid: int) -> bool:
@@ -148,7 +172,7 @@ def identity(pid: int, wait: float = 2.0) -> dict | None:
     """What tells PID's process from a later one with the same pid: boot, start time, argv.
 
     A child just forked may not have run its program yet: its command line is
-    then still ours, so wait up to WAIT seconds for the exec.
+    then still ours (or empty, during the exec), so wait up to WAIT seconds for it.
     """
     start = _start_time(pid)
     if start is None:
@@ -156,7 +180,7 @@ def identity(pid: int, wait: float = 2.0) -> dict | None:
     own = _cmdline(os.getpid())
     deadline = time.monotonic() + wait
     argv = _cmdline(pid)
-    while argv == own and time.monotonic() < deadline:
+    while (not argv or argv == own) and time.monotonic() < deadline:  # [] mid-exec
         time.sleep(0.02)
         argv = _cmdline(pid)
     return {"pid": pid, "boot_id": _boot_id(), "start_time": start, "cmdline": argv}
@@ -168,14 +192,26 @@ def is_same_process(recorded: dict) -> bool:
     The boot and the start time must match (together they name one process);
     the command line, which a server may rewrite (``gunicorn: master``), must
     still name one of the recorded program's words.
+    A record without all three (boot id, start time, command line) names no
+    process for sure: it is never taken for ours.
     """
+    if not is_complete(recorded):
+        return False
     pid = int(recorded["pid"])
     if not is_alive(pid):
         return False
-    if recorded.get("boot_id") and recorded["boot_id"] != _boot_id():
+    if recorded["boot_id"] != _boot_id() or recorded["start_time"] != _start_time(pid):
         return False
-    if recorded.get("start_time") != _start_time(pid):
-        return False
-    was = [os.path.basename(a) for a in recorded.get("cmdline") or [] if not a.startswith("-")]
+    was = [os.path.basename(a) for a in recorded["cmdline"] if not a.startswith("-")]
     now = " ".join(_cmdline(pid))
-    return not was or not now or any(word and word in now for word in was)
+    return bool(now) and any(word and word in now for word in was)
+
+
+def is_complete(recorded: dict) -> bool:
+    """True when RECORDED holds a pid, a boot id, a start time and a command line."""
+    return (
+        isinstance(recorded.get("pid"), int)
+        and bool(recorded.get("boot_id"))
+        and isinstance(recorded.get("start_time"), int)
+        and bool(recorded.get("cmdline"))
+    )

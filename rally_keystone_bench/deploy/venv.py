@@ -46,6 +46,19 @@ def is_local_checkout(spec: str) -> bool:
     return os.path.sep in spec or spec.startswith(".") or Path(spec).is_dir()
 
 
+def check_spec(spec: str) -> None:
+    """BenchError when SPEC names a local checkout that is missing or not a Python project."""
+    if not is_local_checkout(spec):
+        return
+    path = Path(spec)
+    if not path.exists():
+        raise BenchError(f"Keystone checkout {spec} does not exist")
+    if not path.is_dir():
+        raise BenchError(f"Keystone checkout {spec} is a file, not a directory")
+    if not (path / "setup.cfg").exists() and not (path / "pyproject.toml").exists():
+        raise BenchError(f"{spec} is not a Keystone checkout (no setup.cfg or pyproject.toml)")
+
+
 def env_slug(spec: str) -> str:
     """A directory name that identifies SPEC: readable, and unique by hash."""
     if gitref.is_spec(spec):  # one environment per commit, wherever the checkout is
@@ -113,12 +126,7 @@ def ensure_keystone_env(
     they are installed when missing.
     """
     spec = spec or DEFAULT_SPEC
-    if (
-        is_local_checkout(spec)
-        and not (Path(spec) / "setup.cfg").exists()
-        and not (Path(spec) / "pyproject.toml").exists()
-    ):
-        raise BenchError(f"{spec} is not a Keystone checkout (no setup.cfg or pyproject.toml)")
+    check_spec(spec)
     venv = env_path(spec)
     with _locked(venv.with_suffix(".lock")):
         log = venv.with_suffix(".install.log")
@@ -130,7 +138,11 @@ def ensure_keystone_env(
             subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
             try:
                 _install_keystone(venv, spec, log)
-            except BenchError:
+                if not (venv / "bin" / "keystone-manage").exists():
+                    # pip installed something: a tree that is not Keystone's.
+                    raise BenchError(f"{spec} installed no keystone-manage: not a Keystone")
+            except BaseException:
+                # Never cached as complete: the next run builds it again.
                 shutil.rmtree(venv, ignore_errors=True)
                 raise
             (venv / COMPLETE_MARKER).write_text(spec + "\n")

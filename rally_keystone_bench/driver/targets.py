@@ -23,6 +23,7 @@ from typing import Any
 from rally_keystone_bench.deploy import venv
 from rally_keystone_bench.deploy.keystone import Deployment, LocalKeystone, StartCancelled
 from rally_keystone_bench.deploy.mock import MockKeystone
+from rally_keystone_bench.driver import preflight
 from rally_keystone_bench.driver import rally as rallyenv
 from rally_keystone_bench.driver.task import ENV_NAME, progress
 from rally_keystone_bench.errors import BenchError
@@ -78,6 +79,8 @@ def build_envs(
     gate and matrix call it first, so a SPEC pip cannot install exits 2
     before a deployment has started.
     """
+    for dep in deps.values():  # every side's SPEC, before either is built
+        venv.check_spec(dep.keystone)
     for name, dep in deps.items():
         extras = LocalKeystone(dep, run_root / name / "keystone")._extra_packages()
         say(f"{name}: Keystone environment for {dep.keystone}")
@@ -128,6 +131,7 @@ def prepared_env(
     if cloud is not None:
         spec = dict(cloud)
         check_reachable(rallyenv.auth_url_of(spec))
+        preflight.check_keystone(spec["openstack"])  # Rally's env check says only ":-("
     elif mock is not None:
         server = mock
     else:

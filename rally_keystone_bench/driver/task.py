@@ -379,6 +379,7 @@ def start_task(
             run._note(f"interrupted again: {task_file.name} stopped at once")
             stop = Interrupted(run.interrupted_by)
             stop.run = run  # type: ignore[attr-defined]
+            stop.twice = True  # type: ignore[attr-defined]  # Rally's cleanup was cut short
             raise stop from None
         finally:
             _running.remove(run)
@@ -407,6 +408,7 @@ class TaskOutcome:
     summary: Path | None = None
     workloads: list = dataclasses.field(default_factory=list)
     interrupted_by: int | None = None  # the signal that stopped the task, if one did
+    cleanup_cut_short: bool = False  # a second signal stopped Rally before its cleanup ended
 
     @property
     def interrupted(self) -> str | None:
@@ -417,7 +419,12 @@ class TaskOutcome:
 
     @property
     def sla_passed(self) -> bool:
-        return bool(self.workloads) and all(wl.pass_sla for wl in self.workloads)
+        """Never for an interrupted task: Rally judged only what ran before the signal."""
+        return (
+            self.interrupted_by is None
+            and bool(self.workloads)
+            and all(wl.pass_sla for wl in self.workloads)
+        )
 
 
 def json_report(home: RallyHome, uuid: str, path: Path) -> bool:
@@ -468,6 +475,7 @@ def run_task(
         if run is not None:
             outcome.rally_exit, outcome.uuid = run.rc, run.uuid
         outcome.interrupted_by = exc.signum
+        outcome.cleanup_cut_short = getattr(exc, "twice", False)
         exc.outcome = outcome
         raise
     finally:

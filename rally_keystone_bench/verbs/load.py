@@ -28,12 +28,13 @@ from typing import Any
 from rally_keystone_bench import shipped
 from rally_keystone_bench.clients import credentials
 from rally_keystone_bench.deploy.keystone import Deployment, LocalKeystone
-from rally_keystone_bench.driver import targets
+from rally_keystone_bench.driver import preflight, targets
 from rally_keystone_bench.driver import task as rally_task
 from rally_keystone_bench.driver.task import progress
 from rally_keystone_bench.engines.locust import engine
 from rally_keystone_bench.errors import BenchError
 from rally_keystone_bench.report import records, render
+from rally_keystone_bench.report.redact import redact
 from rally_keystone_bench.verbs import options
 from rally_keystone_bench.verdicts import capacity, results
 
@@ -75,7 +76,7 @@ def server_deployment(args: argparse.Namespace) -> Deployment:
 
 @contextlib.contextmanager
 def admin_target(
-    args: argparse.Namespace, run_dir: Path, say=progress
+    args: argparse.Namespace, run_dir: Path, say=progress, cloud: dict | None = None
 ) -> Iterator[tuple[dict[str, Any], str]]:
     """The admin credential of the target, started here (mock, local) and stopped after."""
     if args.target == "mock":
@@ -90,12 +91,7 @@ def admin_target(
             )
         return
     if args.target == "cloud":
-        credential = (
-            credentials.from_spec_file(args.spec)
-            if args.spec
-            else credentials.from_environ(os.environ)
-        )
-        targets.check_reachable(credential["auth_url"])
+        credential = cloud or cloud_credential(args)
         yield credential, f"existing cloud at {credential['auth_url']}"
         return
     keystone = LocalKeystone(server_deployment(args), run_dir / "keystone", progress=say)
@@ -108,10 +104,35 @@ def admin_target(
         say("Keystone stopped")
 
 
-def run_locust(args: argparse.Namespace, settings: Any, out_dir: Path, run_dir: Path) -> int:
-    with admin_target(args, run_dir) as (credential, desc):
+def cloud_credential(args: argparse.Namespace) -> dict[str, Any]:
+    """The admin credential of --target cloud, checked: it answers, as a Keystone, to it."""
+    credential = (
+        credentials.from_spec_file(args.spec) if args.spec else credentials.from_environ(os.environ)
+    )
+    targets.check_reachable(credential["auth_url"])
+    preflight.check_keystone({**credential, "admin": credential})
+    return credential
+
+
+def run_locust(
+    args: argparse.Namespace,
+    settings: Any,
+    out_dir: Path,
+    run_dir: Path,
+    cloud: dict | None = None,
+) -> int:
+    with admin_target(args, run_dir, cloud=cloud) as (credential, desc):
         progress(f"target: {desc}")
-        result = engine.run_load(settings, credential, out_dir / "locust", progress)
+        try:
+            result = engine.run_load(settings, credential, out_dir / "locust", progress)
+        except KeyboardInterrupt as exc:
+            kept = getattr(exc, "result", None)
+            if kept is not None:  # what was sent until the signal: reported, then 130/143
+                report = out_dir / "locust-report.json"
+                shutil.copyfile(kept.report, report)
+                summarize(report, out_dir)
+                print(f"interrupted: {kept.meta['samples_total']} samples kept")
+            raise
     report = out_dir / "locust-report.json"
     shutil.copyfile(result.report, report)  # the engine's report, kept beside the run's
     meta = result.meta
@@ -183,7 +204,9 @@ def summarize(report: Path, out_dir: Path) -> int:
         s = render.workload_summary(wl, 0)
         target, achieved = s["rps_target"], s["rps_achieved"]
         rate = "-" if achieved is None else f"{achieved:.1f}"
-        share = f" ({100 * achieved / target:.1f} % of the target {target:g})" if target else ""
+        share = ""
+        if target and achieved is not None:  # None: nothing was sent (a bad cloud, no worker)
+            share = f" ({100 * achieved / target:.1f} % of the target {target:g})"
         print(f"started {rate} requests/s{share}; {wl.failed_iterations} failed")
         for name, a in s["actions"].items():
             if name == "total":
@@ -214,6 +237,10 @@ def main(args: argparse.Namespace) -> int:
         engine.bindable(settings.master_host, settings.master_port)  # before any load
     else:
         check_rally(settings)
+    # A cloud that is no Keystone, or refuses its admin, is said before any file is made.
+    cloud = cloud_credential(args) if args.target == "cloud" else None
+    if args.target == "local":
+        server_deployment(args)  # validated: a bad --keystone leaves no file
     out_dir, run_dir = rally_task.new_run_dirs(args.reports_dir)
     started = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
     progress(
@@ -221,10 +248,10 @@ def main(args: argparse.Namespace) -> int:
         f"{settings.duration:g} s after {settings.warmup:g} s of warm-up ({started})"
     )
     doc = {"engine": args.engine, "started_at": started, **vars(args)}
-    records.write_json(out_dir / "load.json", doc, indent=None, default=str)
+    records.write_json(out_dir / "load.json", redact(doc), indent=None, default=str)
     with rally_task.sigterm_as_interrupt():
         if args.engine == "locust":
-            return run_locust(args, settings, out_dir, run_dir)
+            return run_locust(args, settings, out_dir, run_dir, cloud)
         return run_rally(args, settings, out_dir, run_dir)
 
 

@@ -34,6 +34,7 @@ from rally_keystone_bench.driver import task as rally_task
 from rally_keystone_bench.errors import BenchError, read_input
 from rally_keystone_bench.report import matrix as matrix_report
 from rally_keystone_bench.report.render import setting_table
+from rally_keystone_bench.verbs import names
 from rally_keystone_bench.verdicts.results import RPS_RUNNERS, Workload
 from rally_keystone_bench.verdicts.rounds import across_rounds
 
@@ -43,13 +44,16 @@ def load_deployments(path: str) -> dict[str, Deployment]:
     p = shipped.resolve(path, "deployments")
     text = read_input(p, "deployment file")
     try:
-        data = yaml.safe_load(text)
+        data = names.load_yaml_unique(text)
     except yaml.YAMLError as exc:
         raise BenchError(f"{p} is not valid YAML: {' '.join(str(exc).split())}") from None
+    except BenchError as exc:
+        raise BenchError(f"{p}: {exc}") from None
     if not isinstance(data, dict) or not data:
         raise BenchError(f"{p} must map deployment names to their settings")
     out = {}
     for name, values in data.items():
+        name = names.check_name(name, str(p))
         if values is None:
             values = {}
         if not isinstance(values, dict):
@@ -59,7 +63,7 @@ def load_deployments(path: str) -> dict[str, Deployment]:
             dep.validate()
         except BenchError as exc:
             raise BenchError(f"{p}: deployment {name!r}: {exc}") from None
-        out[str(name)] = dep
+        out[name] = dep
     return out
 
 

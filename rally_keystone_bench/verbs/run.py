@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from rally_keystone_bench.deploy.keystone import Deployment
+from rally_keystone_bench.driver import rally as rallyenv
 from rally_keystone_bench.driver import targets
 from rally_keystone_bench.driver import task as rally_task
 from rally_keystone_bench.driver.task import TaskOutcome
@@ -26,11 +27,16 @@ from rally_keystone_bench.verdicts import stats
 DEFAULT_TASK = "tasks/token-suite.yaml"
 
 
-def format_table(workloads: Sequence[Any]) -> str:
-    """A short table per workload and action: p50, p95, p99, max, ok it/s, success %."""
+def format_table(workloads: Sequence[Any], interrupted: str | None = None) -> str:
+    """A short table per workload and action: p50, p95, p99, max, ok it/s, success %.
+
+    An INTERRUPTED task's workloads get no SLA verdict: only part of them ran.
+    """
     lines = []
     for i, wl in enumerate(workloads, 1):
         verdict = "SLA passed" if wl.pass_sla else "SLA FAILED"
+        if interrupted:
+            verdict = f"{interrupted}: no SLA verdict"
         lines.append(f"[{i}] {wl.label()}  -- {verdict}")
         lines.append(
             f"    {'action':<24} {'p50 ms':>9} {'p95 ms':>9} {'p99 ms':>9} {'max ms':>9}"
@@ -77,7 +83,10 @@ def main(args: argparse.Namespace) -> int:
         outcomes = _run_tasks(tasks, task_args, cloud, deployment, out_dir, run_dir)
     except Interrupted as exc:
         # The Keystone is stopped by now; say what ran and where its reports are.
-        summarize_outcomes(getattr(exc, "outcomes", []), out_dir)
+        done = getattr(exc, "outcomes", [])
+        summarize_outcomes(done, out_dir)
+        if cloud is not None and any(o.cleanup_cut_short for o in done):
+            say_left_behind(rallyenv.auth_url_of(cloud))
         raise
     finally:
         rally_task.remove_if_empty(out_dir, run_dir)  # a cloud that does not answer
@@ -86,6 +95,16 @@ def main(args: argparse.Namespace) -> int:
     if deployment is not None:
         record_topology(deployment, run_dir / "keystone", out_dir)
     return summarize_outcomes(outcomes, out_dir)
+
+
+def say_left_behind(auth_url: str) -> None:
+    """After a second signal on an existing cloud: what Rally's contexts may have left."""
+    print(
+        "interrupted twice: cleanup cut short. May be left in the cloud at "
+        f"{auth_url}: projects and users named rkb-* (keystone_tenants, keystone_users) "
+        "and c_rally_* (Rally's users context). keystone-bench cleanup --reuse TAG "
+        "deletes a reuse tag's; others: openstack project delete / openstack user delete."
+    )
 
 
 def record_topology(deployment: Deployment, keystone_dir: Path, out_dir: Path) -> None:
@@ -164,7 +183,7 @@ def summarize_outcomes(outcomes: Sequence[TaskOutcome], out_dir: Path) -> int:
     for o in outcomes:
         print(f"== {o.task_file} (task {o.uuid or 'not started'})")
         if o.workloads:
-            print(format_table(o.workloads))
+            print(format_table(o.workloads, o.interrupted))
         for label, path in (
             ("Rally HTML", o.html_report),
             ("Rally JSON", o.json_report),

@@ -214,8 +214,8 @@ def test_existing_cloud_url_password_is_never_echoed(tmp_path, capsys, monkeypat
     monkeypatch.setenv("OS_USERNAME", "admin")
     monkeypatch.setenv("OS_PASSWORD", "other")
     monkeypatch.setenv("OS_PROJECT_NAME", "admin")
-    err = one_line_exit_2(capsys, ["run", "t.yaml", "--existing-cloud"], "is unreachable")
-    assert "http://admin:***@127.0.0.1:1/v3" in err and "s3cret-pw" not in err
+    err = one_line_exit_2(capsys, ["run", "t.yaml", "--existing-cloud"], "holds a user or password")
+    assert "s3cret-pw" not in err
 
 
 @pytest.mark.parametrize(

@@ -42,7 +42,7 @@ def test_a_pid_with_another_start_time_is_not_signalled(tmp_path, bystander, cap
 
 def test_a_pid_without_a_recorded_start_time_is_not_signalled(tmp_path, bystander, capsys):
     write_state(tmp_path, bystander.pid, None)
-    assert "no recorded start time" in down(tmp_path, capsys)
+    assert "no full record" in down(tmp_path, capsys)
     assert bystander.poll() is None
 
 

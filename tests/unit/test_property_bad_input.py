@@ -3,7 +3,7 @@
 Hypothesis feeds generated argument lists (every verb, its options with
 generated values, stray words) and generated files (JSON, YAML, binary,
 empty) to the parser, the verbs and their input readers. Each run must end
-in exit 0, 1 or 2 with no traceback and no "unexpected error" (an error no
+in exit 0, 1, 2 or 3 with no traceback and no "unexpected error" (an error no
 verb expected). Nothing may start: every way out of this process (a
 subprocess, a fork, a connection, the mock's socket) is replaced by a
 sentinel, and reaching one counts as "the input passed validation".
@@ -147,7 +147,7 @@ def check_outcome(capsys, run) -> None:
         capsys.readouterr()
         return
     out, err = capsys.readouterr()
-    assert code in (0, 1, 2), (code, err)
+    assert code in (0, 1, 2, 3), (code, err)
     assert "Traceback" not in err and "Traceback" not in out
     assert "unexpected error" not in err, err
     if code == 2:
@@ -196,3 +196,83 @@ def test_the_sandbox_lets_nothing_start(sandbox, capsys):
     deployments.write_text("a: {workers: 1}\n")
     with pytest.raises(Reached):
         cli.main(["matrix", "--deployments", str(deployments), "--task", "tasks/t.yaml"])
+
+
+# -- every option of every verb, as the parser declares them (issue 27) -------------
+def _verb_options() -> dict[str, list[tuple[str, tuple, int]]]:
+    """verb -> [(option, its choices, how many values it takes)] from the parser itself."""
+    import argparse
+
+    found: dict[str, list[tuple[str, tuple, int]]] = {}
+
+    def walk(parser: argparse.ArgumentParser, prefix: list[str]) -> None:
+        for action in parser._actions:  # noqa: SLF001
+            if isinstance(action, argparse._SubParsersAction):  # noqa: SLF001
+                for name, sub in action.choices.items():
+                    walk(sub, [*prefix, name])
+            elif action.option_strings and prefix and action.dest != "help":
+                takes = 0 if action.nargs == 0 else 1
+                option = action.option_strings[-1]
+                found.setdefault(" ".join(prefix), []).append(
+                    (option, tuple(action.choices or ()), takes)
+                )
+
+    walk(cli.build_parser(), [])
+    return found
+
+
+ALL_OPTIONS = _verb_options()
+# Item 7's combinations: options that apply only to another target or engine.
+CONTRADICTIONS = [
+    ["capacity", "--scenario", "validate", "--engine", "rally", "--locust-workers", "2"],
+    ["capacity", "--scenario", "validate", "--engine", "locust", "--runner", "rps"],
+    ["capacity", "--scenario", "validate", "--target", "mock", "--nodes", "3", "--db",
+     "postgresql"],
+    ["load", "--scenario", "authenticate", "--target", "mock", "--identity", "ldap"],
+    ["run", "--existing-cloud", "--nodes", "2", "--db", "postgresql", "--server", "nginx"],
+    ["mock", "--stall-every", "5"],
+]  # fmt: skip
+
+
+@st.composite
+def any_option_lines(draw):
+    """A verb and any of its options, each with a value of its kind or a stray word."""
+    if draw(st.integers(0, 4)) == 0:
+        argv = list(draw(st.sampled_from(CONTRADICTIONS)))
+    else:
+        argv = draw(st.sampled_from(sorted(ALL_OPTIONS))).split()
+    verb = (
+        " ".join(a for a in argv[:2] if not a.startswith("-")) if argv[0] == "keystone" else argv[0]
+    )
+    options = ALL_OPTIONS[verb]
+    for _ in range(draw(st.integers(0, 6))):
+        option, choices, takes = draw(st.sampled_from(options))
+        argv.append(option)
+        if takes:
+            argv.append(draw(st.sampled_from(choices) | words if choices else words))
+    return argv
+
+
+@settings(
+    max_examples=int(os.environ.get("PROPERTY_EXAMPLES", "300")),
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
+@given(argv=any_option_lines(), content=file_bytes)
+def test_no_option_of_any_verb_gives_a_traceback(sandbox, capsys, argv, content):
+    path = sandbox / "input.file"
+    path.write_bytes(content)
+    argv = [str(path) if a == FILE else a for a in argv]
+    check_outcome(capsys, lambda: cli.main(argv))
+
+
+@pytest.mark.parametrize("argv", CONTRADICTIONS, ids=lambda a: " ".join(a[:1] + a[-2:]))
+def test_item_7_contradictions_exit_2_in_one_line(sandbox, capsys, argv):
+    assert cli.main(list(argv)) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "applies only to" in err
+
+
+def test_every_verb_is_fuzzed():
+    verbs = {v.split()[0] for v in ALL_OPTIONS}
+    assert {"load", "capacity", "matrix", "gate", "run", "mock", "keystone", "cleanup"} <= verbs

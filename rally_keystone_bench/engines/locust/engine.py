@@ -114,10 +114,37 @@ def check_load(s: LoadSettings) -> None:
         raise BenchError(f"--expect-timeout must be above 0 s, not {s.expect_timeout:g}")
     if s.users is not None and s.users < s.total_workers:
         raise BenchError(f"--users {s.users} is fewer than the {s.total_workers} workers")
+    check_size(s)
     try:
         schedule.check(s.all_steps, s.arrival, s.total_workers)
     except ValueError as exc:
         raise BenchError(str(exc)) from None
+
+
+# What one host's Locust workers send at most: 2431 validations/s with 1
+# worker, 2202 with 2, on the 2-core test machine (benchmarks/generator_ceiling.py,
+# doc/source/engines.rst). Above HOST_CEILING_RPS per host, the rate asked is not
+# the rate sent.
+HOST_CEILING_RPS = 2500
+# Every sample is kept in memory until the end (about 200 bytes each).
+MAX_PLANNED_REQUESTS = 5_000_000
+
+
+def check_size(s: LoadSettings) -> None:
+    """BenchError when the rate or the count asked is beyond what the generators hold."""
+    hosts = 1 + s.expect_workers  # this host's workers, and at most one host per remote one
+    ceiling = HOST_CEILING_RPS * hosts
+    if s.rate > ceiling:
+        raise BenchError(
+            f"--rate {s.rate:g} is above what {hosts} load host(s) send "
+            f"({HOST_CEILING_RPS} requests/s each, measured): add --expect-workers or lower it"
+        )
+    planned = s.rate * (s.duration + s.warmup)
+    if planned > MAX_PLANNED_REQUESTS:
+        raise BenchError(
+            f"--rate {s.rate:g} for {s.duration + s.warmup:g} s plans {planned:.3g} requests, "
+            f"more than the {MAX_PLANNED_REQUESTS:,} samples one run keeps in memory"
+        )
 
 
 def parse_bind(text: str | None) -> tuple[str, int]:
@@ -239,6 +266,9 @@ def worker_command(master_host: str, port: int) -> list[str]:
     ]
 
 
+INTERRUPT_GRACE_S = 30.0  # an interrupted master's time to collect and write the samples
+
+
 def _stop(proc: subprocess.Popen, grace: float = 10.0) -> None:
     if proc.poll() is None:
         with contextlib.suppress(ProcessLookupError):
@@ -319,10 +349,25 @@ def run_load(
             raise BenchError(
                 f"the Locust master ran past {limit:.0f} s; see {master_log}"
             ) from None
-    except KeyboardInterrupt:
-        # the master deletes what it made on SIGTERM (its quitting event)
+    except KeyboardInterrupt as exc:
+        # SIGUSR1: the master stops the workers, collects and writes what they
+        # sent, deletes what it made, and quits; SIGTERM only after INTERRUPT_GRACE_S.
+        if procs and procs[0].poll() is None:
+            with contextlib.suppress(ProcessLookupError):
+                procs[0].send_signal(signal.SIGUSR1)
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                procs[0].wait(timeout=INTERRUPT_GRACE_S)
         for proc in procs:
             _stop(proc, grace=60.0)
+        if (out_dir / "run.json").exists():
+            exc.result = LoadResult(  # type: ignore[attr-defined]
+                out_dir / "locust-report.json",
+                out_dir / "samples.json",
+                json.loads((out_dir / "run.json").read_text()),
+                out_dir,
+                time.monotonic() - t0,
+                logs,
+            )
         raise
     finally:
         for proc in procs[1:]:

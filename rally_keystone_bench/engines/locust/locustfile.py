@@ -40,6 +40,7 @@ import itertools
 import json
 import logging
 import os
+import signal
 import time
 from pathlib import Path
 from typing import Any
@@ -129,6 +130,19 @@ class Master:
             ("ks_done", self.on_done),
         ):
             self.runner.register_message(name, handler)
+        # SIGUSR1 from keystone-bench (its user pressed Ctrl-C, or it got SIGTERM):
+        # stop the load, collect what the workers sent, write it, then quit.
+        gevent.signal_handler(signal.SIGUSR1, self.interrupt)
+        self.interrupted = False
+
+    def interrupt(self) -> None:
+        if self.interrupted:
+            return
+        self.interrupted = True
+        LOG.info("keystone-bench: interrupted: stopping the load, collecting the samples")
+        self.broadcast("ks_stop", {})
+        if self.t0 is None and not self.started:
+            gevent.spawn(self.finish)  # nothing started: nothing to collect
 
     def on_ready(self, environment: Any, msg: Any) -> None:
         self.ready[msg.node_id] = int(msg.data.get("users", 0))
@@ -186,6 +200,8 @@ class Master:
         opts = self.opts
         deadline = time.monotonic() + opts.ks_ready_timeout
         while len(self.ready) < len(self.workers):
+            if self.interrupted:
+                return self.finish()
             waiting = [n for n in self.workers if n not in self.ready]
             gone = self._missing(waiting)
             if gone or time.monotonic() > deadline:
@@ -199,14 +215,19 @@ class Master:
         LOG.info("keystone-bench: every worker ready (%s users): load starts", self.ready)
         total = sum(s.seconds for s in steps_from(opts))
         deadline = time.monotonic() + 1.0 + total + max(30.0, opts.ks_timeout + 10.0)
-        while len(self.done) < len(self.workers):
-            waiting = [n for n in self.workers if n not in self.done]
+        # A lost worker's samples are gone; the others' are still coming: wait for them.
+        while len(self.done) + len(self.lost) < len(self.workers):
+            waiting = [n for n in self.workers if n not in self.done and n not in self.lost]
             gone = self._missing(waiting)
-            if gone or time.monotonic() > deadline:
-                self.lost = gone or waiting
-                self.error = f"lost worker(s) {', '.join(self.lost)}: their samples are missing"
-                break
+            if time.monotonic() > deadline:
+                gone = waiting
+            self.lost += gone
             gevent.sleep(0.1)
+        if self.lost and not self.interrupted:
+            self.error = (
+                f"lost {len(self.lost)} of {len(self.workers)} worker(s) "
+                f"({', '.join(self.lost)}): their samples are missing, the others' are kept"
+            )
         self.finish()
 
     def broadcast(self, name: str, data: dict) -> None:
@@ -301,6 +322,7 @@ class Master:
             "left_behind": self.left_behind,
             "admin_retries": self.admin.stats.describe() if self.admin else None,
             "error": self.error,
+            "interrupted": self.interrupted,
         }
         (self.out / "run.json").write_text(json.dumps(meta, indent=1) + "\n")
 

@@ -1,0 +1,117 @@
+"""Which option applies to which target and engine: one table, one check.
+
+An option given where it has no effect (``capacity --engine rally
+--locust-workers 2``, ``load --target mock --identity ldap``, ``mock
+--stall-every 5`` without ``--stall``) is bad input: exit 2 with one line,
+before anything starts. An option counts as given when its value differs
+from its parser default.
+
+The table, per verb: option dest -> (the option that decides, the values
+under which it applies). ``NONZERO`` means "when that option is set above 0".
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+from collections.abc import Mapping
+from typing import Any
+
+from rally_keystone_bench.deploy.keystone import Deployment
+from rally_keystone_bench.errors import BenchError
+
+NONZERO = "nonzero"
+Rule = tuple[str, Any]  # (deciding dest, allowed values or NONZERO)
+
+# Options of a local Keystone (Deployment's fields, as the CLI spells them).
+DEPLOYMENT = tuple(f.name for f in dataclasses.fields(Deployment))
+_LOCAL = ("target", ("local",))
+_MOCK = ("target", ("mock",))
+_LOCUST = ("engine", ("locust",))
+_RALLY = ("engine", ("rally",))
+
+RULES: dict[str, dict[str, Rule]] = {
+    "capacity": {
+        **dict.fromkeys(DEPLOYMENT, _LOCAL),
+        "mock_workers": _MOCK,
+        "mock_service_time": _MOCK,
+        "spec": ("target", ("cloud",)),
+        "locust_workers": _LOCUST,
+        "runner": _RALLY,
+    },
+    "load": {
+        **dict.fromkeys((d for d in DEPLOYMENT if d != "workers"), _LOCAL),
+        "server_workers": _LOCAL,
+        "mock_workers": _MOCK,
+        "mock_service_time": _MOCK,
+        "mock_stall": _MOCK,
+        "mock_stall_every": _MOCK,
+        "spec": ("target", ("cloud",)),
+        "users": _LOCUST,
+        "http": _LOCUST,
+        "master_bind": _LOCUST,
+        "expect_timeout": _LOCUST,
+        "arrival": _LOCUST,
+    },
+    "run": dict.fromkeys(DEPLOYMENT, ("existing_cloud", (False,))),
+    "mock": {"stall_every": ("stall", NONZERO)},
+}
+
+# How a deciding option reads in a message.
+_SAY = {
+    ("target", "local"): "--target local (a local Keystone)",
+    ("existing_cloud", False): "a local Keystone, not to --existing-cloud or --spec",
+}
+
+
+def flag(dest: str) -> str:
+    return "--" + dest.replace("_", "-")
+
+
+def _applies_when(decider: str, allowed: Any) -> str:
+    if allowed == NONZERO:
+        return f"{flag(decider)} above 0"
+    said = [_SAY.get((decider, v), f"{flag(decider)} {v}") for v in allowed]
+    return " or ".join(said)
+
+
+def check(verb: str, args: argparse.Namespace, defaults: Mapping[str, Any]) -> None:
+    """BenchError naming the first option given where it does not apply."""
+    for dest, (decider, allowed) in RULES.get(verb, {}).items():
+        value = getattr(args, dest, None)
+        if not hasattr(args, dest) or value is None or value == defaults.get(dest):
+            continue
+        derive = _DERIVED.get((verb, decider))
+        current = derive(args) if derive else getattr(args, decider, None)
+        ok = bool(current) if allowed == NONZERO else current in allowed
+        if not ok:
+            line = _WORDING.get((verb, dest)) or (
+                f"{flag(dest)} applies only to {_applies_when(decider, allowed)}"
+                + ("" if decider in _NO_SUFFIX else f", not {_current(decider, current)}")
+            )
+            raise BenchError(line + _HINTS.get((verb, dest, getattr(args, "engine", None)), ""))
+
+
+# Where a line of its own says it better, or a user is likely to mean another option.
+_SPEC = "--spec describes an existing cloud: use it with --target cloud"
+_WORDING = {("capacity", "spec"): _SPEC, ("load", "spec"): _SPEC}
+_HINTS = {
+    ("capacity", "workers", "locust"): (
+        ": the Locust engine's worker processes are --locust-workers K"
+    ),
+}
+# run: --spec names an existing cloud as --existing-cloud does.
+_DERIVED = {("run", "existing_cloud"): lambda a: bool(a.existing_cloud or a.spec)}
+_NO_SUFFIX = ("existing_cloud", "stall")  # the first half of the line says it all
+
+
+def _current(decider: str, value: Any) -> str:
+    return f"{flag(decider)} {value}"
+
+
+def defaults_of(parser: argparse.ArgumentParser, verb: str) -> dict[str, Any]:
+    """The defaults of VERB's own options (its subparser's)."""
+    for action in parser._actions:  # noqa: SLF001 - argparse keeps subparsers only here
+        if isinstance(action, argparse._SubParsersAction) and verb in action.choices:  # noqa: SLF001
+            return {a.dest: a.default for a in action.choices[verb]._actions}  # noqa: SLF001
+    return {}

@@ -1,0 +1,47 @@
+"""A second Ctrl-C on run --existing-cloud: never "passed", and what may be left (item 5)."""
+
+import types
+from pathlib import Path
+
+from rally_keystone_bench import cli
+from rally_keystone_bench.driver.task import TaskOutcome
+from rally_keystone_bench.errors import Interrupted
+from rally_keystone_bench.verbs import run
+
+
+def workload():
+    return types.SimpleNamespace(pass_sla=True, label=lambda: "authenticate", actions={}, sla=[])
+
+
+def test_an_interrupted_task_has_no_sla_verdict():
+    outcome = TaskOutcome(Path("t.yaml"), "u", 0, workloads=[workload()], interrupted_by=2)
+    assert not outcome.sla_passed
+    table = run.format_table(outcome.workloads, outcome.interrupted)
+    assert "SLA passed" not in table and "interrupted by SIGINT: no SLA verdict" in table
+
+
+def test_run_existing_cloud_interrupted_twice_says_what_may_be_left(tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    Path("t.yaml").write_text("version: 2\n")
+    for k, v in dict(
+        OS_AUTH_URL="http://127.0.0.1:5000/v3",
+        OS_USERNAME="admin",
+        OS_PASSWORD="pw",
+        OS_PROJECT_NAME="admin",
+    ).items():
+        monkeypatch.setenv(k, v)
+    cut = TaskOutcome(Path("t.yaml"), "u", 0, workloads=[workload()], interrupted_by=2)
+    cut.cleanup_cut_short = True
+
+    def interrupted_twice(*args):
+        exc = Interrupted(2)
+        exc.outcomes = [cut]
+        raise exc
+
+    monkeypatch.setattr(run, "_run_tasks", interrupted_twice)
+    assert cli.main(["run", "t.yaml", "--existing-cloud"]) == 130
+    out, err = capsys.readouterr()
+    assert "SLA passed" not in out
+    assert "interrupted twice: cleanup cut short" in out
+    assert "rkb-*" in out and "c_rally_*" in out and "keystone-bench cleanup" in out
+    assert err.strip().splitlines()[-1] == "keystone-bench: interrupted by SIGINT"
