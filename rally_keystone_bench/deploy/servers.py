@@ -63,6 +63,7 @@ class Site:
 
 def write_hook(run_dir: Path) -> Path:
     """The hook module every server imports before Keystone's application."""
+    files.write(run_dir / "keystone_bench_tracing.py", "keystone_bench_tracing.py")
     return files.write(run_dir / f"{HOOK_MODULE}.py", "keystone_bench_wsgi.py")
 
 
