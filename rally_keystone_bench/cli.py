@@ -238,6 +238,7 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--spec", default=None, help="a Rally env spec file for an existing cloud")
     run.add_argument("--reports-dir", default="reports")
     _add_deployment_options(run)
+    verbs.run.add_trace_options(run)
     run.set_defaults(func=verbs.run.main)
 
     # report

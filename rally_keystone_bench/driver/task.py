@@ -406,6 +406,7 @@ class TaskOutcome:
     summary: Path | None = None
     workloads: list = dataclasses.field(default_factory=list)
     interrupted_by: int | None = None  # the signal that stopped the task, if one did
+    counters: list = dataclasses.field(default_factory=list)  # per workload: Keystone's costs
 
     @property
     def interrupted(self) -> str | None:

@@ -12,7 +12,7 @@ import datetime as dt
 import json
 import math
 import os
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +24,7 @@ from rally_keystone_bench import stats
 from rally_keystone_bench.errors import BenchError
 from rally_keystone_bench.report import svg
 from rally_keystone_bench.results import RPS_RUNNERS, TOTAL, Workload, redact
+from rally_keystone_bench.verdicts import counters as keystone_counters
 
 TEMPLATES = Path(__file__).parent / "templates"
 FIGURES = ("min", "mean", "p50", "p90", "p95", "p99", "p99.9", "max")
@@ -277,9 +278,11 @@ def setting_table(
     return out
 
 
-def build_summary(workloads: Sequence[Workload], source: str) -> dict[str, Any]:
-    """The content of summary.json."""
-    return {
+def build_summary(
+    workloads: Sequence[Workload], source: str, counters: Sequence[Mapping] | None = None
+) -> dict[str, Any]:
+    """The content of summary.json; COUNTERS: per workload, action -> counters.as_dict()."""
+    summary = {
         "generated_by": f"{pkg} report",
         "generated_at": dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
         "source": source,
@@ -287,6 +290,19 @@ def build_summary(workloads: Sequence[Workload], source: str) -> dict[str, Any]:
         "workloads": [workload_summary(w, i) for i, w in enumerate(workloads)],
         "setting_tables": one_setting_groups(workloads),
     }
+    for entry, found in zip(summary["workloads"], counters or (), strict=False):
+        entry["counters"] = {name: _with_top(c) for name, c in found.items()}
+    return summary
+
+
+def _with_top(counters: Mapping[str, Any]) -> dict[str, Any]:
+    """COUNTERS plus ``top``: the five most frequent statement labels per request."""
+    by_label: dict[str, float] = {}
+    for shape, n in (counters.get("statements") or {}).items():
+        name = keystone_counters.label(shape)
+        by_label[name] = by_label.get(name, 0.0) + n
+    top = sorted(by_label.items(), key=lambda kv: (-kv[1], kv[0]))[:5]
+    return {**counters, "top": top}
 
 
 def charts(wl: Workload) -> list[dict[str, str]]:
@@ -341,20 +357,27 @@ def render_html(workloads: Sequence[Workload], summary: dict[str, Any]) -> str:
     )
 
 
-def render_files(workloads: Sequence[Workload], source: str) -> dict[str, str]:
+def render_files(
+    workloads: Sequence[Workload], source: str, counters: Sequence[Mapping] | None = None
+) -> dict[str, str]:
     """{"summary.html": ..., "summary.json": ...} for these workloads."""
     if not workloads:
         raise BenchError(f"{source}: the report holds no workload")
-    summary = build_summary(workloads, source)
+    summary = build_summary(workloads, source, counters)
     return {
         "summary.html": render_html(workloads, summary),
         "summary.json": json.dumps(summary, indent=2, default=_json_default) + "\n",
     }
 
 
-def write_summary(workloads: Sequence[Workload], out_dir: str | os.PathLike, source: str) -> Path:
+def write_summary(
+    workloads: Sequence[Workload],
+    out_dir: str | os.PathLike,
+    source: str,
+    counters: Sequence[Mapping] | None = None,
+) -> Path:
     """Write summary.html and summary.json into ``out_dir``; return the HTML's path."""
-    files = render_files(workloads, source)
+    files = render_files(workloads, source, counters)
     out = Path(out_dir)
     try:
         out.mkdir(parents=True, exist_ok=True)

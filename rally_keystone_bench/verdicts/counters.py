@@ -278,3 +278,21 @@ def finding(change: CounterChange, latency_changed: bool) -> str | None:
             "with no latency change measured here; the cost grows with the tables and the load"
         )
     return None
+
+
+def split_by_windows(
+    costs: Sequence[RequestCost], windows: Sequence[tuple[float, float] | None]
+) -> list[list[RequestCost]]:
+    """Each window's costs: the requests that started inside it (epoch seconds, inclusive).
+
+    A workload's window runs from its first iteration's start to its last
+    one's end, so a context's setup requests (before) are never counted.
+    """
+    out: list[list[RequestCost]] = []
+    for window in windows:
+        if window is None:
+            out.append([])
+            continue
+        low, high = window
+        out.append([c for c in costs if c.started is not None and low <= c.started <= high])
+    return out

@@ -1,0 +1,57 @@
+"""Keystone's cost counters for a finished Rally task: trace store -> workloads -> summary.
+
+After each task, the traces its requests left in the run's trace store are
+taken (the store is emptied for the next task), split into the task's
+workloads by time, counted per action, and the task's summary is written
+again with them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from rally_keystone_bench.deploy import tracing
+from rally_keystone_bench.report.render import write_summary
+from rally_keystone_bench.verdicts import counters
+
+
+def windows(workloads: Sequence[Any]) -> list[tuple[float, float] | None]:
+    """Each workload's span in epoch seconds: first start to last end (None: no iteration)."""
+    out: list[tuple[float, float] | None] = []
+    for wl in workloads:
+        if not wl.iterations:
+            out.append(None)
+            continue
+        ends = wl.iteration_started + wl.iteration_duration
+        out.append((float(wl.iteration_started.min()), float(ends.max())))
+    return out
+
+
+def per_workload(records: Sequence[dict], workloads: Sequence[Any]) -> list[dict[str, dict]]:
+    """For each workload, action -> its counters (as summary.json keeps them).
+
+    Only the workload's atomic actions: a request a scenario sends untimed
+    inside an iteration (the token a validation workload validates) is left out.
+    """
+    costs = counters.request_costs(records)
+    groups = counters.split_by_windows(costs, windows(workloads))
+    return [
+        {name: c.as_dict() for name, c in counters.by_action(group).items() if name in wl.actions}
+        for wl, group in zip(workloads, groups, strict=True)
+    ]
+
+
+def gather(outcome: Any, keystone_dir: Path | None) -> None:
+    """Set OUTCOME.counters from the trace store and rewrite its summary with them."""
+    if keystone_dir is None or not tracing.store_path(keystone_dir).is_dir():
+        return
+    records = tracing.take_records(keystone_dir)
+    if not outcome.workloads:
+        return
+    outcome.counters = per_workload(records, outcome.workloads)
+    if outcome.summary is not None:
+        stem = outcome.task_file.stem
+        label = f"{stem} ({outcome.interrupted}: what ran)" if outcome.interrupted else stem
+        write_summary(outcome.workloads, outcome.summary.parent, label, outcome.counters)
