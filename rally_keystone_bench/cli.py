@@ -465,6 +465,7 @@ def build_parser() -> argparse.ArgumentParser:
             help=f"a deployment setting of the {side} only, e.g. password_hash_rounds=12",
         )
     _add_identity_options(gate)
+    verbs.gate.add_counter_options(gate)
     gate.set_defaults(func=verbs.gate.main)
 
     # tasks

@@ -8,6 +8,8 @@ again with them.
 
 from __future__ import annotations
 
+import json
+import os
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -55,3 +57,59 @@ def gather(outcome: Any, keystone_dir: Path | None) -> None:
         stem = outcome.task_file.stem
         label = f"{stem} ({outcome.interrupted}: what ran)" if outcome.interrupted else stem
         write_summary(outcome.workloads, outcome.summary.parent, label, outcome.counters)
+
+
+def share_key(run_dirs: Sequence[Path]) -> None:
+    """One trace key for several deployments (the gate's two sides), 0600 in each RUN_DIR.
+
+    Our clients sign with one key; each side's Keystone accepts it.
+    """
+    for run_dir in run_dirs:
+        run_dir.mkdir(parents=True, exist_ok=True)
+    tracing.prepare(run_dirs[0])
+    key = tracing.key_path(run_dirs[0]).read_text()
+    for run_dir in run_dirs[1:]:
+        path = tracing.key_path(run_dir)
+        path.unlink(missing_ok=True)
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        with os.fdopen(fd, "w") as out:
+            out.write(key)
+
+
+def side_costs(
+    records: Sequence[dict], workloads: Sequence[Any], prefix: str = ""
+) -> list[counters.RequestCost]:
+    """The traced requests that were timed as an atomic action of one of WORKLOADS.
+
+    PREFIX: the gate's side (``baseline.``), as its atomic action names carry it.
+    """
+    costs = counters.request_costs(records)
+    kept: list[counters.RequestCost] = []
+    for wl, group in zip(
+        workloads, counters.split_by_windows(costs, windows(workloads)), strict=True
+    ):
+        kept.extend(c for c in group if prefix + c.action in wl.actions)
+    return kept
+
+
+def load_saved(result: str) -> dict[str, counters.ActionCounters] | None:
+    """The counters a run kept beside RESULT (its Rally JSON): ``STEM-summary/summary.json``.
+
+    Keyed ``action (workload N)``: workloads of one task differ in cost. None
+    when RESULT is not a file or its summary has no counters.
+    """
+    path = Path(result)
+    if not path.is_file():
+        return None
+    summary = path.parent / f"{path.stem}-summary" / "summary.json"
+    if path.name == "summary.json":
+        summary = path
+    try:
+        doc = json.loads(summary.read_text())
+    except (OSError, ValueError):
+        return None
+    found: dict[str, counters.ActionCounters] = {}
+    for i, wl in enumerate(doc.get("workloads") or [], 1):
+        for name, saved in (wl.get("counters") or {}).items():
+            found[f"{name} (workload {i})"] = counters.ActionCounters.from_dict(saved)
+    return found or None

@@ -36,17 +36,20 @@ import numpy as np
 from rally_keystone_bench import compare, pairing, procstat
 from rally_keystone_bench.clients import credentials
 from rally_keystone_bench.clients.admin import AdminClient
-from rally_keystone_bench.deploy import directory
+from rally_keystone_bench.deploy import directory, tracing
 from rally_keystone_bench.deploy.keystone import Deployment, LocalKeystone, write_private
+from rally_keystone_bench.driver import counters as keystone_counters
 from rally_keystone_bench.driver import rally as rallyenv
 from rally_keystone_bench.driver import targets
 from rally_keystone_bench.driver import task as rally_task
 from rally_keystone_bench.errors import BenchError
 from rally_keystone_bench.pairing import Block, GateResult
 from rally_keystone_bench.procstat import Interval
+from rally_keystone_bench.report import counters as report_counters
 from rally_keystone_bench.report.render import environment
 from rally_keystone_bench.results import Workload
 from rally_keystone_bench.verbs import options as verb_options
+from rally_keystone_bench.verdicts import counters
 
 SIDES = ("baseline", "candidate")
 SAMPLE_SECONDS = 0.5
@@ -349,9 +352,30 @@ def measure(home: Any, env: str, task: Path, task_args: dict, dest: Path, trees:
     return TaskRun(outcome.workloads, sampler.intervals)
 
 
+def add_counter_options(parser: argparse.ArgumentParser) -> None:
+    """--trace and --max-sql-increase: the verdict on Keystone's SQL statements per request."""
+    parser.add_argument(
+        "--trace",
+        choices=("on", "off"),
+        default="on",
+        help="trace every paired request on both sides (OSprofiler) and judge SQL "
+        "statements per request first (default on)",
+    )
+    parser.add_argument(
+        "--max-sql-increase",
+        type=int,
+        default=0,
+        metavar="N",
+        help="SQL statements per request (median) the candidate may add before the gate "
+        "fails (default 0: any increase fails)",
+    )
+
+
 def check_args(args: argparse.Namespace) -> None:
     """What the parser's types cannot check (for callers that build ARGS themselves)."""
     compare.check_rules(args.threshold, args.alpha, args.max_failure_increase)
+    if getattr(args, "max_sql_increase", 0) < 0:
+        raise BenchError(f"--max-sql-increase must be 0 or more, not {args.max_sql_increase}")
     if args.block_seconds < 2 * SAMPLE_SECONDS:
         raise BenchError(f"--block-seconds must be at least {2 * SAMPLE_SECONDS:g}")
     if 2.0 / 2**args.min_clean_blocks >= args.alpha:
@@ -390,10 +414,19 @@ def main(args: argparse.Namespace) -> int:
     run_root = rally_task.run_dir(f"gate-{stamp}").resolve()
     targets.build_envs(deps, run_root)
     out_dir.mkdir(parents=True, exist_ok=True)
+    traced = getattr(args, "trace", "on") == "on"
+    for dep in deps.values():
+        dep.trace = traced
+    if traced:
+        keystone_counters.share_key([run_root / side / "keystone" for side in SIDES])
+    side_records: dict[str, list] = {side: [] for side in SIDES}
 
     runs: list[TaskRun] = []
     with rally_task.sigterm_as_interrupt(), contextlib.ExitStack() as stack:
+        stack.callback(tracing.remove, run_root / "baseline" / "keystone")  # a failed start too
+        stack.callback(tracing.remove, run_root / "candidate" / "keystone")
         keystones = start_both(deps, run_root, stack)
+        stack.enter_context(tracing.client_environment(keystones["baseline"].run_dir))
         home = rallyenv.RallyHome(run_root / "rally")
         # The admin is the env's user too: without a user, Rally creates
         # (and afterwards deletes) a project and users for every workload,
@@ -436,6 +469,11 @@ def main(args: argparse.Namespace) -> int:
             runs.append(
                 measure(home, rally_task.ENV_NAME, task, args_for_task, out_dir / f"run{n}", trees)
             )
+            for side in SIDES:
+                records = tracing.take_records(keystones[side].run_dir)
+                side_records[side].extend(
+                    keystone_counters.side_costs(records, runs[-1].workloads, f"{side}.")
+                )
             took = time.monotonic() - started
             if len(runs) < args.rounds:
                 continue
@@ -451,16 +489,46 @@ def main(args: argparse.Namespace) -> int:
                 break
             rally_task.progress(f"{result.headline()}; extending with another task run")
     assert result is not None
+    changes = counter_changes(side_records, args)
+    counter_lines = report_counters.format_changes(changes, latency_moved(result))
+    moved = any(c.changed for c in changes)
+    if moved:  # exact counts that changed come first
+        print("\n".join(counter_lines))
     print(pairing.format_text(result))
+    if counter_lines and not moved:
+        print("\n".join(counter_lines))
     paths = {
         "JSON": out_dir / "gate.json",
         "HTML": out_dir / "gate.html",
         "JUnit": out_dir / "gate-junit.xml",
     }
     write_outputs(result, paths)
+    if changes:
+        junit = paths["JUnit"]
+        junit.write_text(report_counters.add_to_junit(junit.read_text(), changes))
     for label, path in paths.items():
         print(f"gate {label}: {path}")
+    if any(c.failed for c in changes):
+        return 1  # exact counts: no noise to wait out, whatever the latency said
     return result.exit_code
+
+
+def counter_changes(side_records: dict[str, list], args: argparse.Namespace) -> list:
+    """Each paired action's SQL statements per request, baseline against candidate."""
+    if not all(side_records.values()):
+        return []
+    by_side = {side: counters.by_action(costs) for side, costs in side_records.items()}
+    tolerance = getattr(args, "max_sql_increase", 0)
+    return counters.compare(by_side["baseline"], by_side["candidate"], tolerance)
+
+
+def latency_moved(result: GateResult) -> dict[str, bool]:
+    """Action -> whether the latency verdict saw a significant change."""
+    moved: dict[str, bool] = {}
+    for a in result.actions:
+        significant = a.latency is not None and a.latency.p_value < result.alpha
+        moved[a.action] = moved.get(a.action, False) or bool(significant or a.regression)
+    return moved
 
 
 def write_outputs(result: GateResult, paths: dict[str, Path]) -> None:
