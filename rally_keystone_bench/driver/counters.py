@@ -15,8 +15,9 @@ from pathlib import Path
 from typing import Any
 
 from rally_keystone_bench.deploy import tracing
+from rally_keystone_bench.report.flame import flame_svg
 from rally_keystone_bench.report.render import write_summary
-from rally_keystone_bench.verdicts import counters
+from rally_keystone_bench.verdicts import counters, profiles
 
 
 def windows(workloads: Sequence[Any]) -> list[tuple[float, float] | None]:
@@ -45,18 +46,37 @@ def per_workload(records: Sequence[dict], workloads: Sequence[Any]) -> list[dict
     ]
 
 
-def gather(outcome: Any, keystone_dir: Path | None) -> None:
-    """Set OUTCOME.counters from the trace store and rewrite its summary with them."""
-    if keystone_dir is None or not tracing.store_path(keystone_dir).is_dir():
+def gather(outcome: Any, keystone_dir: Path | None, profile: Path | None = None) -> None:
+    """Set OUTCOME.counters from the trace store; rewrite its summary with them and PROFILE.
+
+    PROFILE: py-spy's collapsed stacks of the task, drawn as a flame graph.
+    """
+    traced = keystone_dir is not None and tracing.store_path(keystone_dir).is_dir()
+    records = tracing.take_records(keystone_dir) if traced and keystone_dir else []
+    if not outcome.workloads or (not traced and profile is None):
         return
-    records = tracing.take_records(keystone_dir)
-    if not outcome.workloads:
-        return
-    outcome.counters = per_workload(records, outcome.workloads)
+    if traced:
+        outcome.counters = per_workload(records, outcome.workloads)
+    flame = None
+    stem = outcome.task_file.stem
+    if profile is not None and profile.exists():
+        stacks = profiles.parse(profile.read_text(errors="replace").splitlines())
+        flame = flame_svg(stacks, f"{stem}: Keystone's server processes") if stacks else None
     if outcome.summary is not None:
-        stem = outcome.task_file.stem
         label = f"{stem} ({outcome.interrupted}: what ran)" if outcome.interrupted else stem
-        write_summary(outcome.workloads, outcome.summary.parent, label, outcome.counters)
+        write_summary(outcome.workloads, outcome.summary.parent, label, outcome.counters, flame)
+
+
+def server_pids(keystone_dir: Path | None) -> list[int]:
+    """The pids of a local Keystone's servers (uWSGI masters...), from its state.json."""
+    if keystone_dir is None:
+        return []
+    try:
+        state = json.loads((keystone_dir / "state.json").read_text())
+    except (OSError, ValueError):
+        return []
+    pids = state.get("pids") or {}
+    return [int(p) for name, p in pids.items() if str(name).split("-")[-1] == "server"]
 
 
 def share_key(run_dirs: Sequence[Path]) -> None:

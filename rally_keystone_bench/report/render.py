@@ -340,8 +340,10 @@ def charts(wl: Workload) -> list[dict[str, str]]:
     return out
 
 
-def render_html(workloads: Sequence[Workload], summary: dict[str, Any]) -> str:
-    """summary.html as a string."""
+def render_html(
+    workloads: Sequence[Workload], summary: dict[str, Any], flame_svg: str | None = None
+) -> str:
+    """summary.html as a string; FLAME_SVG: Keystone's flame graph, inline."""
     views = []
     for wl, s in zip(workloads, summary["workloads"], strict=True):
         views.append(
@@ -353,19 +355,27 @@ def render_html(workloads: Sequence[Workload], summary: dict[str, Any]) -> str:
     return (
         environment()
         .get_template("summary.html.j2")
-        .render(summary=summary, views=views, figures=FIGURES)
+        .render(
+            summary=summary,
+            views=views,
+            figures=FIGURES,
+            flame_svg=Markup(flame_svg) if flame_svg else None,
+        )
     )
 
 
 def render_files(
-    workloads: Sequence[Workload], source: str, counters: Sequence[Mapping] | None = None
+    workloads: Sequence[Workload],
+    source: str,
+    counters: Sequence[Mapping] | None = None,
+    flame_svg: str | None = None,
 ) -> dict[str, str]:
     """{"summary.html": ..., "summary.json": ...} for these workloads."""
     if not workloads:
         raise BenchError(f"{source}: the report holds no workload")
     summary = build_summary(workloads, source, counters)
     return {
-        "summary.html": render_html(workloads, summary),
+        "summary.html": render_html(workloads, summary, flame_svg),
         "summary.json": json.dumps(summary, indent=2, default=_json_default) + "\n",
     }
 
@@ -375,9 +385,10 @@ def write_summary(
     out_dir: str | os.PathLike,
     source: str,
     counters: Sequence[Mapping] | None = None,
+    flame_svg: str | None = None,
 ) -> Path:
     """Write summary.html and summary.json into ``out_dir``; return the HTML's path."""
-    files = render_files(workloads, source, counters)
+    files = render_files(workloads, source, counters, flame_svg)
     out = Path(out_dir)
     try:
         out.mkdir(parents=True, exist_ok=True)

@@ -21,6 +21,7 @@ inconclusive, too few clean blocks even after extending the run within
 from __future__ import annotations
 
 import argparse
+import collections
 import contextlib
 import dataclasses
 import json
@@ -36,7 +37,7 @@ import numpy as np
 from rally_keystone_bench import compare, pairing, procstat
 from rally_keystone_bench.clients import credentials
 from rally_keystone_bench.clients.admin import AdminClient
-from rally_keystone_bench.deploy import directory, tracing
+from rally_keystone_bench.deploy import directory, profiling, tracing
 from rally_keystone_bench.deploy.keystone import Deployment, LocalKeystone, write_private
 from rally_keystone_bench.driver import counters as keystone_counters
 from rally_keystone_bench.driver import rally as rallyenv
@@ -49,7 +50,7 @@ from rally_keystone_bench.report import counters as report_counters
 from rally_keystone_bench.report.render import environment
 from rally_keystone_bench.results import Workload
 from rally_keystone_bench.verbs import options as verb_options
-from rally_keystone_bench.verdicts import counters
+from rally_keystone_bench.verdicts import counters, profiles
 
 SIDES = ("baseline", "candidate")
 SAMPLE_SECONDS = 0.5
@@ -369,6 +370,13 @@ def add_counter_options(parser: argparse.ArgumentParser) -> None:
         help="SQL statements per request (median) the candidate may add before the gate "
         "fails (default 0: any increase fails)",
     )
+    parser.add_argument(
+        "--profile",
+        choices=("on", "off"),
+        default="on",
+        help="sample both sides' servers with py-spy and say where the added time went "
+        "(default on)",
+    )
 
 
 def check_args(args: argparse.Namespace) -> None:
@@ -414,12 +422,10 @@ def main(args: argparse.Namespace) -> int:
     run_root = rally_task.run_dir(f"gate-{stamp}").resolve()
     targets.build_envs(deps, run_root)
     out_dir.mkdir(parents=True, exist_ok=True)
-    traced = getattr(args, "trace", "on") == "on"
-    for dep in deps.values():
-        dep.trace = traced
-    if traced:
-        keystone_counters.share_key([run_root / side / "keystone" for side in SIDES])
+    prepare_tracing(deps, run_root, getattr(args, "trace", "on") == "on")
     side_records: dict[str, list] = {side: [] for side in SIDES}
+    side_stacks = {side: collections.Counter() for side in SIDES}
+    side_requests = {side: 0 for side in SIDES}
 
     runs: list[TaskRun] = []
     with rally_task.sigterm_as_interrupt(), contextlib.ExitStack() as stack:
@@ -466,9 +472,13 @@ def main(args: argparse.Namespace) -> int:
             n = len(runs) + 1
             started = time.monotonic()
             rally_task.progress(f"task run {n}: both sides, paired")
-            runs.append(
-                measure(home, rally_task.ENV_NAME, task, args_for_task, out_dir / f"run{n}", trees)
-            )
+            with profiled_sides(trees, out_dir, n, getattr(args, "profile", "on") == "on") as got:
+                runs.append(
+                    measure(
+                        home, rally_task.ENV_NAME, task, args_for_task, out_dir / f"run{n}", trees
+                    )
+                )
+            add_profiles(side_stacks, side_requests, got, runs[-1].workloads)
             for side in SIDES:
                 records = tracing.take_records(keystones[side].run_dir)
                 side_records[side].extend(
@@ -489,14 +499,7 @@ def main(args: argparse.Namespace) -> int:
                 break
             rally_task.progress(f"{result.headline()}; extending with another task run")
     assert result is not None
-    changes = counter_changes(side_records, args)
-    counter_lines = report_counters.format_changes(changes, latency_moved(result))
-    moved = any(c.changed for c in changes)
-    if moved:  # exact counts that changed come first
-        print("\n".join(counter_lines))
-    print(pairing.format_text(result))
-    if counter_lines and not moved:
-        print("\n".join(counter_lines))
+    changes = print_verdicts(result, side_records, (side_stacks, side_requests), args)
     paths = {
         "JSON": out_dir / "gate.json",
         "HTML": out_dir / "gate.html",
@@ -511,6 +514,64 @@ def main(args: argparse.Namespace) -> int:
     if any(c.failed for c in changes):
         return 1  # exact counts: no noise to wait out, whatever the latency said
     return result.exit_code
+
+
+def prepare_tracing(deps: dict[str, Deployment], run_root: Path, traced: bool) -> None:
+    """Both sides traced (or not), with one key our clients sign with."""
+    for dep in deps.values():
+        dep.trace = traced
+    if traced:
+        keystone_counters.share_key([run_root / side / "keystone" for side in SIDES])
+
+
+def print_verdicts(
+    result: GateResult, side_records: dict, profiled: tuple[dict, dict], args: argparse.Namespace
+) -> list:
+    """The counter verdicts (first when a count changed), the latency verdict, the profile diff."""
+    changes = counter_changes(side_records, args)
+    counter_lines = report_counters.format_changes(changes, latency_moved(result))
+    moved = any(c.changed for c in changes)
+    if moved:  # exact counts that changed come first
+        print("\n".join(counter_lines))
+    print(pairing.format_text(result))
+    if counter_lines and not moved:
+        print("\n".join(counter_lines))
+    if all(profiled[0].values()):
+        went = profiles.diff(
+            profiled[0]["baseline"], profiled[0]["candidate"],
+            (profiled[1]["baseline"], profiled[1]["candidate"]), profiling.RATE,
+        )  # fmt: skip
+        print("where the time went (py-spy, self time per request, candidate - baseline):")
+        print("\n".join(f"    {c.sentence()}" for c in went))
+    return changes
+
+
+@contextlib.contextmanager
+def profiled_sides(trees: dict, out_dir: Path, n: int, enabled: bool):
+    """py-spy on each side's servers while a task run goes; yields side -> Profile."""
+    with contextlib.ExitStack() as spies:
+        yield {
+            side: spies.enter_context(
+                profiling.profiled(
+                    trees[side] if enabled else [],
+                    out_dir / f"profile-{side}-run{n}.txt",
+                    rally_task.progress,
+                )
+            )
+            for side in SIDES
+        }
+
+
+def add_profiles(stacks: dict, requests: dict, got: dict, workloads: Sequence[Workload]) -> None:
+    """Add a task run's collapsed stacks and its timed requests to each side's."""
+    for side, prof in got.items():
+        if prof.path is None:
+            continue
+        stacks[side].update(profiles.parse(prof.path.read_text(errors="replace").splitlines()))
+        requests[side] += sum(
+            a.count for wl in workloads for name, a in wl.actions.items()
+            if name.startswith(f"{side}.")
+        )  # fmt: skip
 
 
 def counter_changes(side_records: dict[str, list], args: argparse.Namespace) -> list:

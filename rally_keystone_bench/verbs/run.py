@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from rally_keystone_bench import stats
+from rally_keystone_bench.deploy import profiling
 from rally_keystone_bench.deploy.keystone import Deployment
 from rally_keystone_bench.driver import counters as keystone_counters
 from rally_keystone_bench.driver import targets
@@ -35,6 +36,13 @@ def add_trace_options(parser: argparse.ArgumentParser) -> None:
         default="on",
         help="a local Keystone traces the requests our clients sign (OSprofiler, SQL "
         "statements): SQL statements and DB time per request in the summary (default on)",
+    )
+    parser.add_argument(
+        "--profile",
+        choices=("on", "off"),
+        default="on",
+        help="sample a local Keystone's server processes with py-spy during each task: "
+        "a flame graph in the summary (default on)",
     )
     parser.add_argument(
         "--trace-rate",
@@ -119,7 +127,10 @@ def main(args: argparse.Namespace) -> int:
     rate = check_trace_options(args)
     out_dir, run_dir = rally_task.new_run_dirs(args.reports_dir)
     try:
-        outcomes = _run_tasks(tasks, task_args, cloud, deployment, out_dir, run_dir, rate)
+        outcomes = _run_tasks(
+            tasks, task_args, cloud, deployment, out_dir, run_dir, rate,
+            profile=getattr(args, "profile", "off") == "on",
+        )  # fmt: skip
     except Interrupted as exc:
         # The Keystone is stopped by now; say what ran and where its reports are.
         summarize_outcomes(getattr(exc, "outcomes", []), out_dir)
@@ -185,6 +196,7 @@ def _run_tasks(
     out_dir: Path,
     run_dir: Path,
     trace_rate: float | None = None,
+    profile: bool = False,
 ) -> list[TaskOutcome]:
     outcomes: list[TaskOutcome] = []
     with (
@@ -197,14 +209,17 @@ def _run_tasks(
             rally_task.validate_task(env.home, env.name, task_file, task_args)
         for n, task_file in enumerate(tasks, 1):
             rally_task.progress(f"task {n} of {len(tasks)}: {task_file}")
+            pids = keystone_counters.server_pids(env.keystone_dir) if profile else []
+            profile = out_dir / f"{task_file.stem}-profile.txt"
             try:
-                outcome = rally_task.run_task(env.home, env.name, task_file, task_args, out_dir)
+                with profiling.profiled(pids, profile, rally_task.progress) as prof:
+                    outcome = rally_task.run_task(env.home, env.name, task_file, task_args, out_dir)
             except Interrupted as exc:
                 if exc.outcome:  # the counters gathered so far are kept too
                     keystone_counters.gather(exc.outcome, env.keystone_dir)
                 exc.outcomes = [*outcomes, *([exc.outcome] if exc.outcome else [])]  # type: ignore[attr-defined]
                 raise
-            keystone_counters.gather(outcome, env.keystone_dir)
+            keystone_counters.gather(outcome, env.keystone_dir, prof.path)
             outcomes.append(outcome)
     return outcomes
 

@@ -12,9 +12,10 @@ from __future__ import annotations
 import collections
 import json
 import os
+import subprocess
 
 import pytest
-from _bench_helpers import ROOT, bench, live_pids, states
+from _bench_helpers import ROOT, bench, live_pids, states, tiny_task
 
 from rally_keystone_bench.clients.tokens import TokenClient, UserAuth
 from rally_keystone_bench.deploy import tracing
@@ -105,3 +106,31 @@ def test_one_more_query_per_validation_fails_the_gate_on_counters(tmp_path):
     assert all(live_pids(s) == [] for s in states(tmp_path / ".keystone-bench"))
     assert not list((tmp_path / ".keystone-bench").rglob("trace-key"))
     assert not list((tmp_path / ".keystone-bench").rglob("traces"))
+
+
+def _py_spy_pids() -> list[int]:
+    out = subprocess.run(["pgrep", "-x", "py-spy"], capture_output=True, text=True).stdout
+    return [int(p) for p in out.split()]
+
+
+@pytest.mark.slow
+def test_run_shows_sql_counts_and_a_flame_graph_and_leaves_nothing(tmp_path):
+    before = set(_py_spy_pids())
+    task = tiny_task(tmp_path / "tiny.json", times=4)
+    proc = bench(
+        "run", str(task), "--password-hash-rounds", "4", "--reports-dir", str(tmp_path / "r"),
+        cwd=tmp_path, timeout=900,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-2000:]
+    row = next(line for line in proc.stdout.splitlines() if "keystone.issue_token" in line)
+    sql = row.split()[-2]  # SQL/req: median/max
+    assert int(sql.split("/")[0]) > 10, row
+    (summary,) = (tmp_path / "r").rglob("summary.html")
+    html = summary.read_text()
+    assert "SQL statements (median)" in html
+    assert "Where Keystone&#39;s time went" in html or "Where Keystone's time went" in html
+    assert "<svg" in html
+    assert set(_py_spy_pids()) <= before
+    root = tmp_path / ".keystone-bench"
+    assert not list(root.rglob("trace-key")) and not list(root.rglob("traces"))
+    assert all(live_pids(s) == [] for s in states(root))
