@@ -425,7 +425,7 @@ def main(args: argparse.Namespace) -> int:
     prepare_tracing(deps, run_root, getattr(args, "trace", "on") == "on")
     side_records: dict[str, list] = {side: [] for side in SIDES}
     side_stacks = {side: collections.Counter() for side in SIDES}
-    side_requests = {side: 0 for side in SIDES}
+    side_requests: dict[str, collections.Counter] = {s: collections.Counter() for s in SIDES}
 
     runs: list[TaskRun] = []
     with rally_task.sigterm_as_interrupt(), contextlib.ExitStack() as stack:
@@ -568,10 +568,11 @@ def add_profiles(stacks: dict, requests: dict, got: dict, workloads: Sequence[Wo
         if prof.path is None:
             continue
         stacks[side].update(profiles.parse(prof.path.read_text(errors="replace").splitlines()))
-        requests[side] += sum(
-            a.count for wl in workloads for name, a in wl.actions.items()
-            if name.startswith(f"{side}.")
-        )  # fmt: skip
+        for wl in workloads:
+            for name, a in wl.actions.items():
+                if name.startswith(f"{side}."):
+                    requests[side][name.removeprefix(f"{side}.")] += a.count
+                    requests[side][profiles.ANY] += a.count
 
 
 def counter_changes(side_records: dict[str, list], args: argparse.Namespace) -> list:

@@ -48,33 +48,52 @@ def line_of(frame: str) -> str:
     return found["line"] if found else "?"
 
 
-def self_ms(stacks: Stacks, rate: float, requests: int) -> dict[str, float]:
-    """file:function -> milliseconds of self time per request."""
-    per = 1000.0 / rate / max(requests, 1)
-    out: dict[str, float] = collections.defaultdict(float)
+# Keystone's token API handler (outermost keystone/api frame) -> the atomic action it serves.
+HANDLER_ACTIONS = {
+    "AuthTokenResource.post": "keystone.issue_token",
+    "AuthTokenResource.get": "keystone.validate_token",
+    "AuthTokenResource.head": "keystone.check_token",
+    "AuthTokenResource.delete": "keystone.revoke_token",
+}
+ANY = "any request"
+
+
+def handler_of(frames: tuple[str, ...], package: str = "keystone") -> str | None:
+    """The outermost frame of PACKAGE/api/ in FRAMES, as file:function."""
+    for frame in frames:
+        if f"{package}/api/" in frame:
+            return where(frame)
+    return None
+
+
+def action_of(handler: str | None) -> str:
+    if handler is None:
+        return ANY
+    return HANDLER_ACTIONS.get(handler.rpartition(":")[2], ANY)
+
+
+def self_ms(
+    stacks: Stacks, rate: float, requests: Mapping[str, int]
+) -> dict[tuple[str, str], float]:
+    """(file:function, action) -> ms of self time per request of that action.
+
+    A stack under a token handler counts per request of the action it
+    serves; any other stack per request of any kind (REQUESTS[ANY]).
+    """
+    out: dict[tuple[str, str], float] = collections.defaultdict(float)
     for frames, n in stacks.items():
-        out[where(frames[-1])] += n * per
+        action = action_of(handler_of(frames))
+        count = requests.get(action) or requests.get(ANY) or 1
+        out[(where(frames[-1]), action)] += n * 1000.0 / rate / count
     return dict(out)
-
-
-def _caller_in(stacks: Stacks, key: str, package: str) -> str | None:
-    """The innermost frame of PACKAGE/api/ above KEY in the stacks where KEY is innermost."""
-    best: collections.Counter[str] = collections.Counter()
-    for frames, n in stacks.items():
-        if where(frames[-1]) != key:
-            continue
-        for frame in reversed(frames[:-1]):
-            if f"{package}/api/" in frame:
-                best[where(frame)] += n
-                break
-    return best.most_common(1)[0][0] if best else None
 
 
 @dataclasses.dataclass(frozen=True)
 class ProfileChange:
-    """One function's self time per request, before and after."""
+    """One function's self time per request of an action, before and after."""
 
     function: str  # file:function
+    action: str
     before_ms: float
     after_ms: float
     under: str | None  # the Keystone API handler it ran under, when found
@@ -87,33 +106,38 @@ class ProfileChange:
     def sentence(self) -> str:
         under = f", under {self.under}" if self.under else ""
         return (
-            f"{self.function} (line {self.line}): {self.added_ms:+.1f} ms per request "
-            f"({self.before_ms:.1f} -> {self.after_ms:.1f} ms of self time{under})"
+            f"{self.action}: {self.function} (line {self.line}) {self.added_ms:+.1f} ms per "
+            f"request ({self.before_ms:.1f} -> {self.after_ms:.1f} ms of self time{under})"
         )
 
 
 def diff(
     before: Stacks,
     after: Stacks,
-    requests: tuple[int, int],
+    requests: tuple[Mapping[str, int], Mapping[str, int]],
     rate: float,
     top: int = 5,
-    package: str = "keystone",
 ) -> list[ProfileChange]:
-    """The TOP functions whose self time per request changed most, largest rise first."""
+    """The TOP (function, action) pairs whose self time per request rose most, largest first."""
     b = self_ms(before, rate, requests[0])
     a = self_ms(after, rate, requests[1])
     keys = sorted(set(a) | set(b), key=lambda k: (-(a.get(k, 0.0) - b.get(k, 0.0)), k))
     changes = []
     for key in keys[:top]:
-        lines = [line_of(f[-1]) for f in after if where(f[-1]) == key]
+        function, action = key
+        hits = [f for f in after if where(f[-1]) == function] or [
+            f for f in before if where(f[-1]) == function
+        ]
+        lines = collections.Counter(line_of(f[-1]) for f in hits)
+        handlers = collections.Counter(handler_of(f) for f in hits if handler_of(f))
         changes.append(
             ProfileChange(
-                key,
+                function,
+                action,
                 b.get(key, 0.0),
                 a.get(key, 0.0),
-                _caller_in(after, key, package) or _caller_in(before, key, package),
-                collections.Counter(lines).most_common(1)[0][0] if lines else "?",
+                handlers.most_common(1)[0][0] if handlers else None,
+                lines.most_common(1)[0][0] if lines else "?",
             )
         )
     return changes

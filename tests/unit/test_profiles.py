@@ -30,12 +30,17 @@ def test_parse_drops_process_frames_and_empty_stacks():
     assert all(not f.startswith("process ") for frames in parsed for f in frames)
 
 
-def test_an_added_sleep_is_self_time_of_its_caller_under_the_api():
-    # 100 samples/s; 10 requests a side. +150 ms per request = +1500 ms = +150 samples.
+ISSUES = {"keystone.issue_token": 10, "keystone.validate_token": 30, profiles.ANY: 40}
+
+
+def test_an_added_sleep_is_self_time_of_its_caller_per_issue():
+    # 100 samples/s; 10 issues a side (and 30 validations that do not sleep):
+    # +150 ms per issue = +1500 ms = +150 samples.
     before = profiles.parse(stacks(10, 200))
     after = profiles.parse(stacks(160, 200))
-    (top, *rest) = profiles.diff(before, after, (10, 10), rate=100)
+    (top, *rest) = profiles.diff(before, after, (ISSUES, ISSUES), rate=100)
     assert top.function == "keystone/token/provider.py:Manager.issue_token"
+    assert top.action == "keystone.issue_token"
     assert top.added_ms == pytest.approx(150.0)
     assert top.under == "keystone/api/auth.py:AuthTokenResource.post"
     assert top.line == "283"
@@ -44,9 +49,11 @@ def test_an_added_sleep_is_self_time_of_its_caller_under_the_api():
 
 
 def test_more_requests_on_one_side_is_per_request():
-    before = profiles.parse(stacks(10, 200))  # 10 requests
-    after = profiles.parse(stacks(20, 400))  # the same cost, 20 requests
-    assert all(abs(c.added_ms) < 1e-9 for c in profiles.diff(before, after, (10, 20), rate=100))
+    twice = {k: 2 * v for k, v in ISSUES.items()}
+    before = profiles.parse(stacks(10, 200))
+    after = profiles.parse(stacks(20, 400))  # the same cost, twice the requests
+    changes = profiles.diff(before, after, (ISSUES, twice), rate=100)
+    assert all(abs(c.added_ms) < 1e-9 for c in changes)
 
 
 def test_flame_graph_is_one_self_contained_svg():
