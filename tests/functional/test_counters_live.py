@@ -134,3 +134,34 @@ def test_run_shows_sql_counts_and_a_flame_graph_and_leaves_nothing(tmp_path):
     root = tmp_path / ".keystone-bench"
     assert not list(root.rglob("trace-key")) and not list(root.rglob("traces"))
     assert all(live_pids(s) == [] for s in states(root))
+
+
+@pytest.mark.slow
+def test_the_150_ms_tree_names_the_sleep_under_the_issue_handler(tmp_path):
+    import importlib.util
+
+    from rally_keystone_bench.deploy import venv
+
+    spec = importlib.util.spec_from_file_location(
+        "gate_noise", ROOT / "benchmarks" / "gate_noise.py"
+    )
+    gate_noise = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(gate_noise)
+    tree = gate_noise.patched_tree(venv.cache_root() / "trees")
+    proc = bench(
+        "gate", "--baseline", "keystone", "--candidate", str(tree),
+        "--task", str(ROOT / "tasks" / "gate.yaml"),
+        "--task-args", json.dumps({"issue_seconds": 12, "validate_seconds": 8}),
+        "--block-seconds", "2", "--max-time", "1",
+        "--reports-dir", str(tmp_path / "reports"), cwd=tmp_path, timeout=900,
+    )  # fmt: skip
+    lines = proc.stdout.splitlines()
+    at = lines.index("where the time went (py-spy, self time per request, candidate - baseline):")
+    top = lines[at + 1]
+    assert top.strip().startswith(
+        "keystone.issue_token: keystone/token/provider.py:Manager.issue_token"
+    ), top
+    assert "under keystone/api/auth.py:AuthTokenResource.post" in top
+    added = float(top.split(") ", 1)[1].split(" ms")[0])
+    assert 100 <= added <= 250, top
+    assert all(live_pids(s) == [] for s in states(tmp_path / ".keystone-bench"))
