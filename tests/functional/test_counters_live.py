@@ -163,5 +163,6 @@ def test_the_150_ms_tree_names_the_sleep_under_the_issue_handler(tmp_path):
     ), top
     assert "under keystone/api/auth.py:AuthTokenResource.post" in top
     added = float(top.split(") ", 1)[1].split(" ms")[0])
-    assert 100 <= added <= 250, top
+    # 150 ms asked; a starved worker wakes late (seen: +230 ms at load average 17)
+    assert 100 <= added <= 400, top
     assert all(live_pids(s) == [] for s in states(tmp_path / ".keystone-bench"))
