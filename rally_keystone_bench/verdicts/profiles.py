@@ -125,9 +125,11 @@ def diff(
     changes = []
     for key in keys[:top]:
         function, action = key
-        hits = [f for f in after if where(f[-1]) == function] or [
-            f for f in before if where(f[-1]) == function
-        ]
+
+        def mine(frames: tuple[str, ...], function: str = function, action: str = action) -> bool:
+            return where(frames[-1]) == function and action_of(handler_of(frames)) == action
+
+        hits = [f for f in after if mine(f)] or [f for f in before if mine(f)]
         lines = collections.Counter(line_of(f[-1]) for f in hits)
         handlers = collections.Counter(handler_of(f) for f in hits if handler_of(f))
         changes.append(
