@@ -50,6 +50,7 @@ def build_parser() -> argparse.ArgumentParser:
     # run
     run = sub.add_parser("run", help="run Rally tasks against a local Keystone or a cloud")
     verbs.run.add_arguments(run)
+    verbs.run.add_trace_options(run)
     run.set_defaults(func=verbs.run.main)
 
     # report
@@ -80,6 +81,7 @@ def build_parser() -> argparse.ArgumentParser:
     # gate
     gate = sub.add_parser("gate", help="baseline against candidate Keystone, paired requests")
     verbs.gate.add_arguments(gate)
+    verbs.gate.add_counter_options(gate)
     gate.set_defaults(func=verbs.gate.main)
 
     # tasks

@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from rally_keystone_bench.clients import session as client_session
+from rally_keystone_bench.clients import tracing
 from rally_keystone_bench.clients.auth import UserAuth, auth_request_body
 
 # Fernet tokens (and JWS tokens) are long base64url strings; anything of that
@@ -197,6 +198,7 @@ class TokenClient:
                 self.base_url, verify=verify, cert=cert, pool_size=pool_size
             )
         self.session = session
+        self._tracer = tracing.from_environment()  # OSprofiler headers on a sample, or None
 
     def __repr__(self) -> str:
         return f"<TokenClient {self.base_url} fresh_connection={self.fresh_connection}>"
@@ -377,6 +379,8 @@ class TokenClient:
         timer: Callable[[], contextlib.AbstractContextManager] | None,
     ) -> tuple[Any, float]:
         headers = {"Accept": "application/json", **headers}
+        if self._tracer is not None:
+            headers.update(self._tracer.headers())  # signed before the timer starts
         if self.fresh_connection:
             headers["Connection"] = "close"
         kwargs: dict[str, Any] = {

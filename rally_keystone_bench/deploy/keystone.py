@@ -46,6 +46,7 @@ from rally_keystone_bench.deploy import (
     process,
     servers,
     storage,
+    tracing,
     venv,
 )
 from rally_keystone_bench.errors import BenchError
@@ -99,6 +100,8 @@ class Deployment:
     # stays above the SQLite default's 30 s busy timeout, so that a writer that
     # waits out a held lock still answers its own 500 (test_keepalive).
     request_timeout: int = 35
+    # OSprofiler on, SQL traced, for requests signed with the run's key (deploy/tracing.py)
+    trace: bool = False
 
     @classmethod
     def from_mapping(cls, values: Mapping[str, Any], where: str) -> Deployment:
@@ -216,6 +219,8 @@ class Deployment:
             parts.append(self.cache)
         if self.password_hash_rounds:
             parts.append(f"rounds={self.password_hash_rounds}")
+        if self.trace:
+            parts.append("traced")
         if self.identity == "ldap":
             parts.append(self.ldap_settings())
         if self.nodes is not None:
@@ -412,8 +417,12 @@ class LocalKeystone:
             try:
                 self._check_cancelled()
                 self._start_backends()
+                if dep.trace:
+                    tracing.prepare(self.run_dir)
                 if not (self.run_dir / ".initialised").exists():
                     self._initialise()
+                elif dep.trace:
+                    write_private(self.config_path, self._render_config())
                 self._check_cancelled()
                 self._start_server()
                 self._write_state()
@@ -501,6 +510,8 @@ class LocalKeystone:
         if self.deployment.server == "apache":
             for run_dir in [self.run_dir, *(self.run_dir / name for name, _ in self.nodes())]:
                 servers.remove_wsgi_socket_dir(run_dir)
+        if teardown:
+            tracing.remove(self.run_dir, self.config_path)
         found = self.ldap_directory
         if teardown and found is not None:
             found.remove_data()
@@ -643,6 +654,7 @@ class LocalKeystone:
             password_hash_rounds=dep.password_hash_rounds,
             memcached_port=self.memcached_port,
             domain_config_dir=self.domain_config_dir if dep.identity == "ldap" else None,
+            profiler=tracing.config(self.run_dir) if dep.trace else None,
         )
 
     def _manage(self, *commands: tuple[str, ...], env: dict[str, str] | None = None) -> None:

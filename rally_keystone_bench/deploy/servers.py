@@ -37,6 +37,7 @@ APACHE_LOG_FORMAT = "%{msec}t %m %U%q %>s %D %P"
 
 def write_hook(run_dir: Path) -> Path:
     """The hook module every server imports before Keystone's application."""
+    files.write(run_dir / "keystone_bench_tracing.py", "keystone_bench_tracing.py")
     return files.write(run_dir / f"{HOOK_MODULE}.py", "keystone_bench_wsgi.py")
 
 

@@ -20,7 +20,7 @@ from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
-from rally_keystone_bench.deploy import venv
+from rally_keystone_bench.deploy import tracing, venv
 from rally_keystone_bench.deploy.keystone import Deployment, LocalKeystone, StartCancelled
 from rally_keystone_bench.deploy.mock import MockKeystone
 from rally_keystone_bench.driver import preflight
@@ -36,6 +36,7 @@ class ReadyEnv:
     home: rallyenv.RallyHome
     name: str
     auth_url: str
+    keystone_dir: Path | None = None  # a local Keystone's run directory (its trace store)
 
 
 def describe(target: str, auth_url: str, mock: MockKeystone | None = None) -> str:
@@ -120,6 +121,7 @@ def prepared_env(
     mock: MockKeystone | None = None,
     deployment: Deployment | None = None,
     say: Callable[[str], None] = progress,
+    trace_rate: float | None = None,
 ) -> Iterator[ReadyEnv]:
     """A RallyHome in RUN_DIR with a checked env named ENV_NAME.
 
@@ -154,7 +156,9 @@ def prepared_env(
         home = rallyenv.RallyHome(run_dir / "rally")
         home.create_env(ENV_NAME, spec)
         home.check_env(ENV_NAME)
-        yield ReadyEnv(home, ENV_NAME, rallyenv.auth_url_of(spec))
+        local = server.run_dir if isinstance(server, LocalKeystone) else None
+        with tracing.client_environment(local, trace_rate):
+            yield ReadyEnv(home, ENV_NAME, rallyenv.auth_url_of(spec), local)
     finally:
         if server is not None:
             server.stop()

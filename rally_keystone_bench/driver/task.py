@@ -409,6 +409,7 @@ class TaskOutcome:
     workloads: list = dataclasses.field(default_factory=list)
     interrupted_by: int | None = None  # the signal that stopped the task, if one did
     cleanup_cut_short: bool = False  # a second signal stopped Rally before its cleanup ended
+    counters: list = dataclasses.field(default_factory=list)  # per workload: Keystone's costs
 
     @property
     def interrupted(self) -> str | None:

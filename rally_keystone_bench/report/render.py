@@ -12,7 +12,7 @@ import datetime as dt
 import json
 import math
 import os
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +22,7 @@ from markupsafe import Markup
 from rally_keystone_bench import __name__ as pkg
 from rally_keystone_bench.errors import BenchError
 from rally_keystone_bench.report import svg
+from rally_keystone_bench.verdicts import counters as keystone_counters
 from rally_keystone_bench.verdicts import stats, trend
 from rally_keystone_bench.verdicts.results import RPS_RUNNERS, TOTAL, Workload, redact
 
@@ -277,9 +278,11 @@ def setting_table(
     return out
 
 
-def build_summary(workloads: Sequence[Workload], source: str) -> dict[str, Any]:
-    """The content of summary.json."""
-    return {
+def build_summary(
+    workloads: Sequence[Workload], source: str, counters: Sequence[Mapping] | None = None
+) -> dict[str, Any]:
+    """The content of summary.json; COUNTERS: per workload, action -> counters.as_dict()."""
+    summary = {
         "generated_by": f"{pkg} report",
         "generated_at": dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
         "source": source,
@@ -287,6 +290,19 @@ def build_summary(workloads: Sequence[Workload], source: str) -> dict[str, Any]:
         "workloads": [workload_summary(w, i) for i, w in enumerate(workloads)],
         "setting_tables": one_setting_groups(workloads),
     }
+    for entry, found in zip(summary["workloads"], counters or (), strict=False):
+        entry["counters"] = {name: _with_top(c) for name, c in found.items()}
+    return summary
+
+
+def _with_top(counters: Mapping[str, Any]) -> dict[str, Any]:
+    """COUNTERS plus ``top``: the five most frequent statement labels per request."""
+    by_label: dict[str, float] = {}
+    for shape, n in (counters.get("statements") or {}).items():
+        name = keystone_counters.label(shape)
+        by_label[name] = by_label.get(name, 0.0) + n
+    top = sorted(by_label.items(), key=lambda kv: (-kv[1], kv[0]))[:5]
+    return {**counters, "top": top}
 
 
 def charts(wl: Workload) -> list[dict[str, str]]:
@@ -324,8 +340,10 @@ def charts(wl: Workload) -> list[dict[str, str]]:
     return out
 
 
-def render_html(workloads: Sequence[Workload], summary: dict[str, Any]) -> str:
-    """summary.html as a string."""
+def render_html(
+    workloads: Sequence[Workload], summary: dict[str, Any], flame_svg: str | None = None
+) -> str:
+    """summary.html as a string; FLAME_SVG: Keystone's flame graph, inline."""
     views = []
     for wl, s in zip(workloads, summary["workloads"], strict=True):
         views.append(
@@ -337,24 +355,40 @@ def render_html(workloads: Sequence[Workload], summary: dict[str, Any]) -> str:
     return (
         environment()
         .get_template("summary.html.j2")
-        .render(summary=summary, views=views, figures=FIGURES)
+        .render(
+            summary=summary,
+            views=views,
+            figures=FIGURES,
+            flame_svg=Markup(flame_svg) if flame_svg else None,
+        )
     )
 
 
-def render_files(workloads: Sequence[Workload], source: str) -> dict[str, str]:
+def render_files(
+    workloads: Sequence[Workload],
+    source: str,
+    counters: Sequence[Mapping] | None = None,
+    flame_svg: str | None = None,
+) -> dict[str, str]:
     """{"summary.html": ..., "summary.json": ...} for these workloads."""
     if not workloads:
         raise BenchError(f"{source}: the report holds no workload")
-    summary = build_summary(workloads, source)
+    summary = build_summary(workloads, source, counters)
     return {
-        "summary.html": render_html(workloads, summary),
+        "summary.html": render_html(workloads, summary, flame_svg),
         "summary.json": json.dumps(summary, indent=2, default=_json_default) + "\n",
     }
 
 
-def write_summary(workloads: Sequence[Workload], out_dir: str | os.PathLike, source: str) -> Path:
+def write_summary(
+    workloads: Sequence[Workload],
+    out_dir: str | os.PathLike,
+    source: str,
+    counters: Sequence[Mapping] | None = None,
+    flame_svg: str | None = None,
+) -> Path:
     """Write summary.html and summary.json into ``out_dir``; return the HTML's path."""
-    files = render_files(workloads, source)
+    files = render_files(workloads, source, counters, flame_svg)
     out = Path(out_dir)
     try:
         out.mkdir(parents=True, exist_ok=True)

@@ -24,7 +24,8 @@ NONZERO = "nonzero"
 Rule = tuple[str, Any]  # (deciding dest, allowed values or NONZERO)
 
 # Options of a local Keystone (Deployment's fields, as the CLI spells them).
-DEPLOYMENT = tuple(f.name for f in dataclasses.fields(Deployment))
+# (trace is set by run's and gate's own --trace, not a deployment option.)
+DEPLOYMENT = tuple(f.name for f in dataclasses.fields(Deployment) if f.name != "trace")
 _LOCAL = ("target", ("local",))
 _MOCK = ("target", ("mock",))
 _LOCUST = ("engine", ("locust",))

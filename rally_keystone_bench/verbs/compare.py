@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
 
 from rally_keystone_bench import boundary
+from rally_keystone_bench.driver import counters as keystone_counters
 from rally_keystone_bench.driver import reports
 from rally_keystone_bench.report import compare as compare_report
+from rally_keystone_bench.report import counters as report_counters
 from rally_keystone_bench.verbs import options
-from rally_keystone_bench.verdicts import compare
+from rally_keystone_bench.verdicts import compare, counters
 
 
 def main(args: argparse.Namespace) -> int:
@@ -28,14 +31,33 @@ def main(args: argparse.Namespace) -> int:
         cand_name=args.candidate,
         max_failure_increase=args.max_failure_increase,
     )
+    changes = counter_changes(args.base, args.candidate)
+    moved = any(c.changed for c in changes)
+    lines = report_counters.format_changes(changes)
+    if moved:  # exact counts that changed come first
+        print("\n".join(lines))
     print(compare_report.format_text(result))
+    if lines and not moved:
+        print("\n".join(lines))
     if args.json:
         compare_report.write_json(result, args.json)
     if args.html:
         compare_report.write_html(result, args.html)
     if args.junit:
         compare_report.write_junit(result, args.junit)
+        if changes:
+            report_counters.add_to_junit_file(Path(args.junit), changes)
+    if any(c.failed for c in changes):
+        return 1
     return result.exit_code
+
+
+def counter_changes(base: str, candidate: str) -> list:
+    """SQL statements per request of each action both runs traced (none: an empty list)."""
+    before, after = keystone_counters.load_saved(base), keystone_counters.load_saved(candidate)
+    if not before or not after:
+        return []
+    return counters.compare(before, after)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

@@ -32,12 +32,14 @@ from typing import Any
 from rally_keystone_bench import boundary, procstat
 from rally_keystone_bench.clients import credentials
 from rally_keystone_bench.clients.admin import AdminClient
-from rally_keystone_bench.deploy import directory, gitref, venv
+from rally_keystone_bench.deploy import directory, gitref, tracing, venv
 from rally_keystone_bench.deploy.keystone import Deployment, LocalKeystone, write_private
+from rally_keystone_bench.driver import evidence as keystone_evidence
 from rally_keystone_bench.driver import rally as rallyenv
 from rally_keystone_bench.driver import targets
 from rally_keystone_bench.driver import task as rally_task
 from rally_keystone_bench.errors import BenchError
+from rally_keystone_bench.report import counters as report_counters
 from rally_keystone_bench.report import gate as gate_report
 from rally_keystone_bench.verbs import options as verb_options
 from rally_keystone_bench.verdicts import compare, pairing
@@ -243,9 +245,37 @@ def side_name(deps: dict[str, Deployment], commits: dict[str, str], side: str) -
     return f"{name} ({commits[side]})" if side in commits else name
 
 
+def add_counter_options(parser: argparse.ArgumentParser) -> None:
+    """--trace and --max-sql-increase: the verdict on Keystone's SQL statements per request."""
+    parser.add_argument(
+        "--trace",
+        choices=("on", "off"),
+        default="on",
+        help="trace every paired request on both sides (OSprofiler) and judge SQL "
+        "statements per request first (default on)",
+    )
+    parser.add_argument(
+        "--max-sql-increase",
+        type=int,
+        default=0,
+        metavar="N",
+        help="SQL statements per request (median) the candidate may add before the gate "
+        "fails (default 0: any increase fails)",
+    )
+    parser.add_argument(
+        "--profile",
+        choices=("on", "off"),
+        default="on",
+        help="sample both sides' servers with py-spy and say where the added time went "
+        "(default on)",
+    )
+
+
 def check_settings(args: argparse.Namespace) -> GateSettings:
     """The judging's settings from ARGS; BenchError (exit 2) on what the parser's types let by."""
     compare.check_rules(args.threshold, args.alpha, args.max_failure_increase)
+    if getattr(args, "max_sql_increase", 0) < 0:
+        raise BenchError(f"--max-sql-increase must be 0 or more, not {args.max_sql_increase}")
     if args.block_seconds < 2 * SAMPLE_SECONDS:
         raise BenchError(f"--block-seconds must be at least {2 * SAMPLE_SECONDS:g}")
     if 2.0 / 2**args.min_clean_blocks >= args.alpha:
@@ -289,17 +319,48 @@ def side_deployments(args: argparse.Namespace) -> tuple[dict[str, Deployment], d
     return deps, commits
 
 
-def write_reports(result: GateResult, out_dir: Path) -> None:
-    """The verdict on stdout; JSON, HTML and JUnit in OUT_DIR, their paths printed."""
+def write_reports(
+    result: GateResult, out_dir: Path, evidence: keystone_evidence.Evidence, tolerance: int
+) -> int:
+    """The verdicts on stdout (counter changes first); JSON, HTML, JUnit in OUT_DIR.
+
+    Returns the exit code: 1 when a counter rose beyond TOLERANCE, whatever the
+    latency said (exact counts have no noise to wait out), else the gate's.
+    """
+    changes = evidence.counter_changes(tolerance)
+    counter_lines = report_counters.format_changes(changes, latency_moved(result))
+    moved = any(c.changed for c in changes)
+    if moved:  # exact counts that changed come first
+        print("\n".join(counter_lines))
     print(gate_report.format_text(result))
+    if counter_lines and not moved:
+        print("\n".join(counter_lines))
+    went = evidence.where_time_went()
+    if went:
+        print("where the time went (py-spy, self time per request, candidate - baseline):")
+        print("\n".join(f"    {c.sentence()}" for c in went))
     paths = {
         "JSON": out_dir / "gate.json",
         "HTML": out_dir / "gate.html",
         "JUnit": out_dir / "gate-junit.xml",
     }
     gate_report.write_outputs(result, paths)
+    if changes:
+        report_counters.add_to_junit_file(paths["JUnit"], changes)
     for label, path in paths.items():
         print(f"gate {label}: {path}")
+    if any(c.failed for c in changes):
+        return 1
+    return result.exit_code
+
+
+def latency_moved(result: GateResult) -> dict[str, bool]:
+    """Action -> whether the latency verdict saw a significant change."""
+    moved: dict[str, bool] = {}
+    for a in result.actions:
+        significant = a.latency is not None and a.latency.p_value < result.alpha
+        moved[a.action] = moved.get(a.action, False) or bool(significant or a.regression)
+    return moved
 
 
 def paired_rally(
@@ -344,11 +405,17 @@ def main(args: argparse.Namespace) -> int:
     run_root = rally_task.run_dir(f"gate-{stamp}").resolve()
     targets.build_envs(deps, run_root)
     out_dir.mkdir(parents=True, exist_ok=True)
+    keystone_evidence.prepare_tracing(deps, run_root, getattr(args, "trace", "on") == "on")
+    evidence = keystone_evidence.Evidence()
 
     runs: list[TaskRun] = []
     with rally_task.sigterm_as_interrupt(), contextlib.ExitStack() as stack:
+        for side in SIDES:  # a failed start's trace key and store too
+            stack.callback(tracing.remove, run_root / side / "keystone")
         keystones = start_both(deps, run_root, stack)
+        stack.enter_context(tracing.client_environment(keystones["baseline"].run_dir))
         home, args_for_task, trees = paired_rally(keystones, run_root, stack, task_args)
+        run_dirs = {side: ks.run_dir for side, ks in keystones.items()}
         access = {side: [] for side in SIDES}
 
         def judge() -> GateResult:
@@ -366,9 +433,14 @@ def main(args: argparse.Namespace) -> int:
             n = len(runs) + 1
             started = time.monotonic()
             rally_task.progress(f"task run {n}: both sides, paired")
-            runs.append(
-                measure(home, rally_task.ENV_NAME, task, args_for_task, out_dir / f"run{n}", trees)
-            )
+            profile = getattr(args, "profile", "on") == "on"
+            with keystone_evidence.profiled_sides(trees, out_dir, n, profile) as got:
+                runs.append(
+                    measure(
+                        home, rally_task.ENV_NAME, task, args_for_task, out_dir / f"run{n}", trees
+                    )
+                )
+            evidence.add_run(got, run_dirs, runs[-1].workloads)
             took = time.monotonic() - started
             if len(runs) < args.rounds:
                 continue
@@ -384,8 +456,7 @@ def main(args: argparse.Namespace) -> int:
                 break
             rally_task.progress(f"{result.headline()}; extending with another task run")
     assert result is not None
-    write_reports(result, out_dir)
-    return result.exit_code
+    return write_reports(result, out_dir, evidence, getattr(args, "max_sql_increase", 0))
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

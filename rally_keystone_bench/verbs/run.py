@@ -14,12 +14,14 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from rally_keystone_bench.deploy import profiling
 from rally_keystone_bench.deploy.keystone import Deployment
+from rally_keystone_bench.driver import counters as keystone_counters
 from rally_keystone_bench.driver import rally as rallyenv
 from rally_keystone_bench.driver import targets
 from rally_keystone_bench.driver import task as rally_task
 from rally_keystone_bench.driver.task import TaskOutcome
-from rally_keystone_bench.errors import Interrupted
+from rally_keystone_bench.errors import BenchError, Interrupted
 from rally_keystone_bench.report import records
 from rally_keystone_bench.verbs import options
 from rally_keystone_bench.verdicts import stats
@@ -27,13 +29,60 @@ from rally_keystone_bench.verdicts import stats
 DEFAULT_TASK = "tasks/token-suite.yaml"
 
 
-def format_table(workloads: Sequence[Any], interrupted: str | None = None) -> str:
+def add_trace_options(parser: argparse.ArgumentParser) -> None:
+    """--trace and --trace-rate: Keystone's own cost counters (doc/source/counters.rst)."""
+    parser.add_argument(
+        "--trace",
+        choices=("on", "off"),
+        default="on",
+        help="a local Keystone traces the requests our clients sign (OSprofiler, SQL "
+        "statements): SQL statements and DB time per request in the summary (default on)",
+    )
+    parser.add_argument(
+        "--profile",
+        choices=("on", "off"),
+        default="on",
+        help="sample a local Keystone's server processes with py-spy during each task: "
+        "a flame graph in the summary (default on)",
+    )
+    parser.add_argument(
+        "--trace-rate",
+        type=float,
+        default=1.0,
+        metavar="FRACTION",
+        help="fraction of each client's requests traced, spread evenly (default 1: all)",
+    )
+
+
+def check_trace_options(args: argparse.Namespace) -> float:
+    """The trace rate; BenchError on a bad one."""
+    rate = getattr(args, "trace_rate", 1.0)
+    if not 0.0 <= rate <= 1.0:
+        raise BenchError(f"--trace-rate must be 0-1, not {rate:g}")
+    return rate
+
+
+def _counter_cells(found: dict | None, name: str) -> str:
+    c = (found or {}).get(name)
+    if not c:
+        return ""
+    return (
+        f" {c['sql_statements_median']:>5}/{c['sql_statements_max']:<5} {c['db_ms_median']:>7.2f}"
+    )
+
+
+def format_table(
+    workloads: Sequence[Any], counters: Sequence[dict] = (), interrupted: str | None = None
+) -> str:
     """A short table per workload and action: p50, p95, p99, max, ok it/s, success %.
 
-    An INTERRUPTED task's workloads get no SLA verdict: only part of them ran.
+    With COUNTERS (per workload, from Keystone's traces): SQL statements per
+    request (median/max) and DB time per request (median ms). An INTERRUPTED
+    task's workloads get no SLA verdict: only part of them ran.
     """
     lines = []
     for i, wl in enumerate(workloads, 1):
+        found = counters[i - 1] if i - 1 < len(counters) else None
         verdict = "SLA passed" if wl.pass_sla else "SLA FAILED"
         if interrupted:
             verdict = f"{interrupted}: no SLA verdict"
@@ -41,6 +90,7 @@ def format_table(workloads: Sequence[Any], interrupted: str | None = None) -> st
         lines.append(
             f"    {'action':<24} {'p50 ms':>9} {'p95 ms':>9} {'p99 ms':>9} {'max ms':>9}"
             f" {'ok it/s':>8} {'success':>8} {'count':>6}"
+            + (f" {'SQL/req':>11} {'DB ms':>7}" if found else "")
         )
         names = [n for n in wl.actions if n != "total"] + ["total"]
         for name in names:
@@ -60,6 +110,7 @@ def format_table(workloads: Sequence[Any], interrupted: str | None = None) -> st
             lines.append(
                 f"    {name:<24} {ms(s['p50']):>9} {ms(s['p95']):>9} {ms(s['p99']):>9}"
                 f" {ms(s['max']):>9} {rate:>8.2f} {a.success_percent:>7.1f}% {a.count:>6}"
+                + _counter_cells(found, name)
             )
         for sla in wl.sla:
             if not sla.get("success", True):
@@ -76,11 +127,16 @@ def main(args: argparse.Namespace) -> int:
         cloud = options.cloud_spec(args)
     else:
         deployment = options.deployment(args)
+        deployment.trace = getattr(args, "trace", "off") == "on"
         deployment.validate()
         task_args = targets.identity_task_args(deployment, task_args)
+    rate = check_trace_options(args)
     out_dir, run_dir = rally_task.new_run_dirs(args.reports_dir)
     try:
-        outcomes = _run_tasks(tasks, task_args, cloud, deployment, out_dir, run_dir)
+        outcomes = _run_tasks(
+            tasks, task_args, cloud, deployment, out_dir, run_dir, rate,
+            profile=getattr(args, "profile", "off") == "on",
+        )  # fmt: skip
     except Interrupted as exc:
         # The Keystone is stopped by now; say what ran and where its reports are.
         done = getattr(exc, "outcomes", [])
@@ -158,21 +214,31 @@ def _run_tasks(
     deployment: Deployment | None,
     out_dir: Path,
     run_dir: Path,
+    trace_rate: float | None = None,
+    profile: bool = False,
 ) -> list[TaskOutcome]:
     outcomes: list[TaskOutcome] = []
     with (
         rally_task.sigterm_as_interrupt(),
-        targets.prepared_env(run_dir, cloud=cloud, deployment=deployment) as env,
+        targets.prepared_env(
+            run_dir, cloud=cloud, deployment=deployment, trace_rate=trace_rate
+        ) as env,
     ):
         for task_file in tasks:
             rally_task.validate_task(env.home, env.name, task_file, task_args)
         for n, task_file in enumerate(tasks, 1):
             rally_task.progress(f"task {n} of {len(tasks)}: {task_file}")
+            pids = keystone_counters.server_pids(env.keystone_dir) if profile else []
+            profile = out_dir / f"{task_file.stem}-profile.txt"
             try:
-                outcome = rally_task.run_task(env.home, env.name, task_file, task_args, out_dir)
+                with profiling.profiled(pids, profile, rally_task.progress) as prof:
+                    outcome = rally_task.run_task(env.home, env.name, task_file, task_args, out_dir)
             except Interrupted as exc:
+                if exc.outcome:  # the counters gathered so far are kept too
+                    keystone_counters.gather(exc.outcome, env.keystone_dir)
                 exc.outcomes = [*outcomes, *([exc.outcome] if exc.outcome else [])]  # type: ignore[attr-defined]
                 raise
+            keystone_counters.gather(outcome, env.keystone_dir, prof.path)
             outcomes.append(outcome)
     return outcomes
 
@@ -183,7 +249,7 @@ def summarize_outcomes(outcomes: Sequence[TaskOutcome], out_dir: Path) -> int:
     for o in outcomes:
         print(f"== {o.task_file} (task {o.uuid or 'not started'})")
         if o.workloads:
-            print(format_table(o.workloads, o.interrupted))
+            print(format_table(o.workloads, o.counters, o.interrupted))
         for label, path in (
             ("Rally HTML", o.html_report),
             ("Rally JSON", o.json_report),

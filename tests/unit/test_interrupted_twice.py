@@ -16,7 +16,7 @@ def workload():
 def test_an_interrupted_task_has_no_sla_verdict():
     outcome = TaskOutcome(Path("t.yaml"), "u", 0, workloads=[workload()], interrupted_by=2)
     assert not outcome.sla_passed
-    table = run.format_table(outcome.workloads, outcome.interrupted)
+    table = run.format_table(outcome.workloads, interrupted=outcome.interrupted)
     assert "SLA passed" not in table and "interrupted by SIGINT: no SLA verdict" in table
 
 
@@ -33,7 +33,7 @@ def test_run_existing_cloud_interrupted_twice_says_what_may_be_left(tmp_path, mo
     cut = TaskOutcome(Path("t.yaml"), "u", 0, workloads=[workload()], interrupted_by=2)
     cut.cleanup_cut_short = True
 
-    def interrupted_twice(*args):
+    def interrupted_twice(*args, **kwargs):
         exc = Interrupted(2)
         exc.outcomes = [cut]
         raise exc

@@ -1,0 +1,114 @@
+"""What Keystone's tracing costs, and whether its counts are right.
+
+    python benchmarks/tracing_overhead.py [--requests 60]
+
+One local Keystone (SQLite, 1 uWSGI worker, 4 bcrypt rounds) with OSprofiler
+on and SQLAlchemy's own statement audit on. Two clients send the same
+requests in random order, one pair at a time: one signs every request (each
+is traced, SQL included), the other signs none (Keystone's middleware lets
+it through untraced). It prints the latency of each action traced and not,
+their ratio, and per action the traced SQL statement count against the
+direct count of SQLAlchemy's before_cursor_execute event, per request.
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import os
+import random
+import statistics
+import sys
+import tempfile
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import _machine  # noqa: E402
+
+from rally_keystone_bench.clients import tracing as client_tracing  # noqa: E402
+from rally_keystone_bench.clients.tokens import TokenClient, UserAuth  # noqa: E402
+from rally_keystone_bench.deploy import tracing  # noqa: E402
+from rally_keystone_bench.deploy.keystone import Deployment, LocalKeystone  # noqa: E402
+from rally_keystone_bench.verdicts import counters  # noqa: E402
+
+
+def percentile(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
+
+
+def measure(ks: LocalKeystone, requests: int, seed: int) -> dict[tuple[str, bool], list[float]]:
+    key = tracing.key_path(ks.run_dir).read_text().strip()
+    clients = {True: TokenClient(ks.auth_url), False: TokenClient(ks.auth_url)}
+    clients[True]._tracer = client_tracing.Sampler(key, 1.0)
+    clients[False]._tracer = None
+    auth = UserAuth.from_credential(ks.admin_credentials)
+    for c in clients.values():
+        c.authorize(auth)
+    rng = random.Random(seed)
+    times: dict[tuple[str, bool], list[float]] = collections.defaultdict(list)
+    for _ in range(requests):
+        for action in ("issue", "validate"):
+            order = [True, False]
+            rng.shuffle(order)
+            for traced in order:
+                c = clients[traced]
+                if action == "issue":
+                    result = c.issue(auth)
+                else:
+                    result = c.validate(c.auth_token)
+                times[(action, traced)].append(result.elapsed * 1000)
+    return times
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--requests", type=int, default=60, help="pairs per action")
+    parser.add_argument("--seed", type=int, default=1)
+    args = parser.parse_args()
+    print(f"machine: {_machine.describe()}")
+    print(f"load average before: {os.getloadavg()[0]:.2f} (other jobs may be running)")
+    with tempfile.TemporaryDirectory(prefix="tracing-overhead-") as tmp:
+        run_dir = Path(tmp) / "keystone"
+        os.environ["KEYSTONE_BENCH_SQL_AUDIT"] = "1"
+        os.environ["KEYSTONE_BENCH_TRACE_DIR"] = str(tracing.store_path(run_dir))
+        dep = Deployment(workers=1, password_hash_rounds=4, trace=True)
+        with LocalKeystone(dep, run_dir) as ks:
+            times = measure(ks, args.requests, args.seed)
+            records = tracing.read_records(run_dir)
+            audit = tracing.read_records(run_dir, "audit")
+    print(f"load average after: {os.getloadavg()[0]:.2f}")
+    print(f"{args.requests} requests per action and side, pairs in random order, 1 worker")
+    print(f"{'action':<10} {'side':<9} {'p50 ms':>8} {'p90 ms':>8}")
+    for action in ("issue", "validate"):
+        for traced in (False, True):
+            v = times[(action, traced)]
+            side = "traced" if traced else "untraced"
+            print(f"{action:<10} {side:<9} {percentile(v, 0.5):>8.2f} {percentile(v, 0.9):>8.2f}")
+        on, off = times[(action, True)], times[(action, False)]
+        ratio = statistics.median(on) / statistics.median(off)
+        print(f"{action:<10} traced/untraced median: {ratio:.3f} ({(ratio - 1) * 100:+.1f} %)")
+    direct = collections.Counter(r["base_id"] for r in audit if r.get("base_id"))
+    costs = counters.request_costs(records)
+    print("SQL statements per request, traced (OSprofiler) against direct (SQLAlchemy events):")
+    for action, group in sorted(collections.defaultdict(list, _group(costs)).items()):
+        equal = sum(c.sql_count == direct[c.base_id] for c in group)
+        med = statistics.median_low([c.sql_count for c in group])
+        med_direct = statistics.median_low([direct[c.base_id] for c in group])
+        print(
+            f"  {action}: {len(group)} requests, median {med} traced / {med_direct} direct, "
+            f"equal in {equal} of {len(group)}"
+        )
+    print("trace store and key removed with the run directory:", not run_dir.exists())
+    return 0
+
+
+def _group(costs: list[counters.RequestCost]) -> dict[str, list[counters.RequestCost]]:
+    out: dict[str, list[counters.RequestCost]] = collections.defaultdict(list)
+    for c in costs:
+        out[c.action].append(c)
+    return out
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,108 @@
+"""py-spy samples of Keystone's server processes during a load: collapsed stacks.
+
+py-spy attaches by pid (ptrace) and reads the interpreter's stacks from
+outside: nothing changes inside Keystone. ``--subprocesses`` follows the
+uWSGI master to its workers; ``--idle`` keeps the samples of a thread that
+waits (a ``time.sleep``, a lock, a socket), which is where a request's time
+may go too; ``--nonblocking`` never pauses Keystone to read it.
+
+    with profiled([pid], out_dir / "profile-baseline.txt", say) as prof:
+        ... the load ...
+    prof.path  # collapsed stacks ("frame;frame;... count"), or None
+
+Where py-spy is missing or cannot attach (no ptrace permission), it says so
+once and the run goes on without profiles.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator, Sequence
+from pathlib import Path
+
+RATE = 100  # samples per second and process
+_warned: set[str] = set()
+
+
+def executable() -> str | None:
+    """py-spy beside our Python, or on PATH."""
+    beside = Path(sys.executable).parent / "py-spy"
+    return str(beside) if beside.exists() else shutil.which("py-spy")
+
+
+def _say_once(say: Callable[[str], None], text: str) -> None:
+    if text not in _warned:
+        _warned.add(text)
+        say(text)
+
+
+class Profile:
+    """One py-spy process per server pid; their collapsed stacks merged into PATH."""
+
+    def __init__(self, pids: Sequence[int], path: Path, say: Callable[[str], None]) -> None:
+        self.pids = list(pids)
+        self.target = path
+        self.say = say
+        self.path: Path | None = None
+        self._procs: list[tuple[subprocess.Popen, Path, Path]] = []
+
+    def start(self) -> None:
+        if not self.pids:
+            return
+        spy = executable()
+        if spy is None:
+            _say_once(self.say, "py-spy is not installed: no profiles (pip install py-spy)")
+            return
+        for pid in self.pids:
+            out = self.target.with_name(f"{self.target.stem}-{pid}.raw")
+            log = self.target.with_name(f"{self.target.stem}-{pid}.log")
+            argv = [
+                spy, "record", "--pid", str(pid), "--subprocesses", "--idle", "--nonblocking",
+                "--rate", str(RATE), "--format", "raw", "--output", str(out),
+            ]  # fmt: skip
+            with open(log, "w") as err:
+                proc = subprocess.Popen(argv, stdout=err, stderr=subprocess.STDOUT)
+            self._procs.append((proc, out, log))
+        time.sleep(1.0)
+        for proc, _, log in self._procs:
+            if proc.poll() is not None:
+                reason = log.read_text(errors="replace").strip().splitlines()[-1:] or ["?"]
+                _say_once(self.say, f"py-spy could not attach: {reason[0]}; no profiles")
+
+    def stop(self) -> None:
+        """Stop every py-spy (SIGINT: it writes its file) and merge what they wrote."""
+        for proc, _, _ in self._procs:
+            if proc.poll() is None:
+                proc.send_signal(signal.SIGINT)
+        for proc, _, _ in self._procs:
+            try:
+                proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+        lines: list[str] = []
+        for _, out, log in self._procs:
+            if out.exists():
+                lines.extend(out.read_text(errors="replace").splitlines())
+                out.unlink()
+            log.unlink(missing_ok=True)
+        self._procs = []
+        if lines:
+            self.target.write_text("\n".join(lines) + "\n")
+            self.path = self.target
+
+
+@contextlib.contextmanager
+def profiled(pids: Sequence[int], path: Path, say: Callable[[str], None]) -> Iterator[Profile]:
+    """Profile PIDS (and their children) while the block runs; always stops py-spy."""
+    prof = Profile(pids, path, say)
+    try:
+        prof.start()
+        yield prof
+    finally:
+        prof.stop()

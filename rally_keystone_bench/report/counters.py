@@ -1,0 +1,57 @@
+"""Counter verdicts as text lines and as JUnit test cases (the gate's and compare's)."""
+
+from __future__ import annotations
+
+import xml.etree.ElementTree as ET
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+from rally_keystone_bench.verdicts.counters import CounterChange, finding
+
+
+def format_changes(
+    changes: Sequence[CounterChange], latency_changed: Mapping[str, bool] | None = None
+) -> list[str]:
+    """Changed counters first, each a sentence; a finding where latency did not move."""
+    latency_changed = latency_changed or {}
+    lines = []
+    ordered = sorted(changes, key=lambda c: (not c.failed, not c.changed, c.action))
+    for change in ordered:
+        verdict = "COUNTER REGRESSION" if change.failed else "counter"
+        lines.append(f"{verdict}: {change.sentence()}")
+        said = finding(change, latency_changed.get(change.action, False))
+        if said:
+            lines.append(f"    {said}")
+    return lines
+
+
+def add_to_junit(xml_text: str, changes: Sequence[CounterChange]) -> str:
+    """XML_TEXT (a JUnit testsuite) with a test case per action's SQL statement count."""
+    suite = ET.fromstring(xml_text)
+    failures = int(suite.get("failures", "0"))
+    for change in changes:
+        case = ET.SubElement(
+            suite,
+            "testcase",
+            classname="keystone counters",
+            name=f"{change.action}: SQL statements per request",
+            time="0",
+        )
+        if change.failed:
+            failures += 1
+            failure = ET.SubElement(
+                case, "failure", message=change.sentence(), type="counter regression"
+            )
+            failure.text = change.sentence()
+        out = ET.SubElement(case, "system-out")
+        out.text = change.sentence()
+    suite.set("tests", str(len(suite.findall("testcase"))))
+    suite.set("failures", str(failures))
+    return (
+        '<?xml version="1.0" encoding="UTF-8"?>\n' + ET.tostring(suite, encoding="unicode") + "\n"
+    )
+
+
+def add_to_junit_file(path: Path, changes: list) -> None:
+    """The JUnit file at PATH with a counters test case per action of CHANGES added."""
+    path.write_text(add_to_junit(path.read_text(), changes))

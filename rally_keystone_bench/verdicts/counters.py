@@ -1,0 +1,298 @@
+"""Cost counters per request from Keystone's OSprofiler trace records; their verdict.
+
+A record is one trace point as the run's trace store keeps it (a dict:
+``name`` such as ``wsgi-start`` or ``db-stop``, ``base_id``, ``trace_id``,
+``timestamp``, and ``statement`` on ``db-start``, ``method``/``path`` on
+``wsgi-start``). One ``base_id`` is one request our client signed.
+
+Counts are exact, so their verdict needs no statistics: the median count of
+SQL statements per request (the lower median: always a count some request
+had) either changed or did not. The median also keeps a worker's first,
+colder request (seen: 118 statements for a first validation, 61 after) from
+deciding anything.
+"""
+
+from __future__ import annotations
+
+import collections
+import dataclasses
+import datetime
+import re
+import statistics
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+# Every request of ours goes to /v3/auth/tokens; its method names the action.
+ACTION_BY_METHOD = {
+    "POST": "keystone.issue_token",
+    "GET": "keystone.validate_token",
+    "HEAD": "keystone.check_token",
+    "DELETE": "keystone.revoke_token",
+}
+MIN_REQUESTS = 3  # fewer traced requests of an action: no counter verdict
+
+_LITERALS = (
+    (re.compile(r"'(?:[^']|'')*'"), "?"),  # string literals
+    (re.compile(r"%\(\w+\)s|:\w+\b|\$\d+|%s"), "?"),  # bound parameters of any paramstyle
+    (re.compile(r"__\[POSTCOMPILE_\w+\]"), "?"),  # SQLAlchemy's expanding IN
+    (re.compile(r"(?<![\w.])-?\d+(?:\.\d+)?\b"), "?"),  # numbers
+    (re.compile(r"\(\s*\?(?:\s*,\s*\?)+\s*\)"), "(?)"),  # IN (?, ?, ?) -> IN (?)
+    (re.compile(r"\s+"), " "),
+)
+_TABLE = re.compile(r"\b(?:FROM|INTO|UPDATE|JOIN)\s+[\"`]?([A-Za-z_][\w.]*)", re.IGNORECASE)
+_VERB = re.compile(r"^\s*(\w+)")
+
+
+def shape(statement: str) -> str:
+    """STATEMENT with its literals and parameters as ``?``: equal for the same query."""
+    text = statement
+    for pattern, replacement in _LITERALS:
+        text = pattern.sub(replacement, text)
+    return text.strip()
+
+
+def label(statement: str) -> str:
+    """A short name for a statement: ``SELECT ... FROM revocation_event``, ``BEGIN``."""
+    verb_match = _VERB.match(statement)
+    verb = verb_match.group(1).upper() if verb_match else "?"
+    table = _TABLE.search(statement)
+    if table is None:
+        return verb
+    if verb == "INSERT":
+        return f"INSERT INTO {table.group(1)}"
+    if verb == "UPDATE":
+        return f"UPDATE {table.group(1)}"
+    return f"{verb} ... FROM {table.group(1)}"
+
+
+def _time(stamp: Any) -> datetime.datetime | None:
+    try:
+        moment = datetime.datetime.strptime(str(stamp), "%Y-%m-%dT%H:%M:%S.%f")
+    except ValueError:
+        return None
+    return moment.replace(tzinfo=datetime.timezone.utc)
+
+
+def _epoch(moment: datetime.datetime | None) -> float | None:
+    return moment.timestamp() if moment is not None else None
+
+
+@dataclasses.dataclass(frozen=True)
+class RequestCost:
+    """What one traced request cost Keystone."""
+
+    base_id: str
+    action: str
+    statements: tuple[str, ...]  # as Keystone sent them, in order
+    db_seconds: float  # inside the database driver, summed over the statements
+    complete: bool  # the request's wsgi-stop was recorded
+    started: float | None = None  # epoch seconds of its wsgi-start
+
+    @property
+    def sql_count(self) -> int:
+        return len(self.statements)
+
+    def shapes(self) -> collections.Counter[str]:
+        return collections.Counter(shape(s) for s in self.statements)
+
+
+def request_costs(records: Iterable[Mapping[str, Any]]) -> list[RequestCost]:
+    """One RequestCost per traced request (base_id) whose root point was recorded."""
+    by_request: dict[str, list[Mapping[str, Any]]] = collections.defaultdict(list)
+    for record in records:
+        if record.get("base_id"):
+            by_request[str(record["base_id"])].append(record)
+    costs = []
+    for base_id, points in by_request.items():
+        root = next((p for p in points if p.get("name") == "wsgi-start"), None)
+        if root is None:
+            continue
+        method = str(root.get("method") or "").upper()
+        starts: dict[str, datetime.datetime | None] = {}
+        statements: list[str] = []
+        db = 0.0
+        for point in sorted(points, key=lambda p: str(p.get("timestamp"))):
+            name = point.get("name")
+            if name == "db-start":
+                statements.append(str(point.get("statement", "")))
+                starts[str(point.get("trace_id"))] = _time(point.get("timestamp"))
+            elif name == "db-stop":
+                began = starts.pop(str(point.get("trace_id")), None)
+                ended = _time(point.get("timestamp"))
+                if began is not None and ended is not None:
+                    db += max(0.0, (ended - began).total_seconds())
+        costs.append(
+            RequestCost(
+                base_id=base_id,
+                action=ACTION_BY_METHOD.get(method, f"{method} {root.get('path')}"),
+                statements=tuple(statements),
+                db_seconds=db,
+                complete=any(p.get("name") == "wsgi-stop" for p in points),
+                started=_epoch(_time(root.get("timestamp"))),
+            )
+        )
+    return sorted(costs, key=lambda c: (c.started or 0.0, c.base_id))
+
+
+@dataclasses.dataclass(frozen=True)
+class ActionCounters:
+    """The counters of one action over its traced requests."""
+
+    action: str
+    sql_counts: tuple[int, ...]
+    db_seconds: tuple[float, ...]
+    shape_counts: Mapping[str, float]  # shape -> its median count per request
+    labels: Mapping[str, str]  # shape -> label
+
+    @property
+    def requests(self) -> int:
+        return len(self.sql_counts)
+
+    @property
+    def sql_median(self) -> int:
+        return statistics.median_low(self.sql_counts) if self.sql_counts else 0
+
+    @property
+    def sql_max(self) -> int:
+        return max(self.sql_counts, default=0)
+
+    @property
+    def db_ms_median(self) -> float:
+        return statistics.median(self.db_seconds) * 1000 if self.db_seconds else 0.0
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "action": self.action,
+            "traced_requests": self.requests,
+            "sql_statements_median": self.sql_median,
+            "sql_statements_max": self.sql_max,
+            "db_ms_median": round(self.db_ms_median, 3),
+            "statements": {s: n for s, n in self.shape_counts.items()},
+        }
+
+    @classmethod
+    def from_dict(cls, doc: Mapping[str, Any]) -> ActionCounters:
+        """The counters a summary JSON kept (as_dict): medians stand for every request."""
+        n = int(doc.get("traced_requests") or 0)
+        shapes = {str(k): float(v) for k, v in (doc.get("statements") or {}).items()}
+        median = int(doc.get("sql_statements_median") or 0)
+        return cls(
+            action=str(doc["action"]),
+            sql_counts=tuple([median] * max(n - 1, 0) + [int(doc.get("sql_statements_max") or 0)])
+            if n
+            else (),
+            db_seconds=tuple([float(doc.get("db_ms_median") or 0.0) / 1000] * n),
+            shape_counts=shapes,
+            labels={s: label(s) for s in shapes},
+        )
+
+
+def by_action(costs: Sequence[RequestCost]) -> dict[str, ActionCounters]:
+    """The counters of each action, over its complete traced requests."""
+    grouped: dict[str, list[RequestCost]] = collections.defaultdict(list)
+    for cost in costs:
+        if cost.complete:
+            grouped[cost.action].append(cost)
+    result = {}
+    for action, group in sorted(grouped.items()):
+        per_request = [c.shapes() for c in group]
+        every = sorted({s for counts in per_request for s in counts})
+        medians = {s: float(statistics.median_low([c[s] for c in per_request])) for s in every}
+        result[action] = ActionCounters(
+            action=action,
+            sql_counts=tuple(c.sql_count for c in group),
+            db_seconds=tuple(c.db_seconds for c in group),
+            shape_counts={s: n for s, n in medians.items() if n},
+            labels={s: label(s) for s in every},
+        )
+    return result
+
+
+@dataclasses.dataclass(frozen=True)
+class CounterChange:
+    """One action's SQL statements per request, before and after."""
+
+    action: str
+    before: int
+    after: int
+    shapes: tuple[tuple[str, float], ...]  # (label, change per request), largest first
+    judged: bool  # both sides had enough traced requests
+    tolerance: int = 0
+
+    @property
+    def delta(self) -> int:
+        return self.after - self.before
+
+    @property
+    def failed(self) -> bool:
+        return self.judged and self.delta > self.tolerance
+
+    @property
+    def changed(self) -> bool:
+        return self.judged and abs(self.delta) > self.tolerance
+
+    def sentence(self) -> str:
+        """``keystone.validate_token: 61 -> 62 SQL statements per request (+1: SELECT ...)``."""
+        head = f"{self.action}: {self.before} -> {self.after} SQL statements per request"
+        if not self.judged:
+            return f"{head} (too few traced requests to judge)"
+        if not self.delta and not self.shapes:
+            return f"{head} (unchanged)"
+        shown = self.shapes[:4]
+        mixed = len({n > 0 for _, n in shown}) > 1  # some added, some gone: sign each
+        listed = ", ".join(
+            ("+" if n > 0 else "-") * mixed + (f"{lab} x{abs(n):g}" if abs(n) != 1 else lab)
+            for lab, n in shown
+        )
+        more = f", {len(self.shapes) - 4} more" if len(self.shapes) > 4 else ""
+        return f"{head} ({self.delta:+d}: {listed}{more})"
+
+
+def compare(
+    before: Mapping[str, ActionCounters],
+    after: Mapping[str, ActionCounters],
+    tolerance: int = 0,
+) -> list[CounterChange]:
+    """Each action both sides traced: its median count before and after, what changed."""
+    changes = []
+    for action in sorted(set(before) & set(after)):
+        b, a = before[action], after[action]
+        judged = b.requests >= MIN_REQUESTS and a.requests >= MIN_REQUESTS
+        deltas: dict[str, float] = collections.defaultdict(float)
+        for s in set(b.shape_counts) | set(a.shape_counts):
+            diff = a.shape_counts.get(s, 0.0) - b.shape_counts.get(s, 0.0)
+            if diff:
+                deltas[a.labels.get(s) or b.labels.get(s) or label(s)] += diff
+        shapes = tuple(
+            sorted(((k, v) for k, v in deltas.items() if v), key=lambda kv: (-abs(kv[1]), kv[0]))
+        )
+        changes.append(CounterChange(action, b.sql_median, a.sql_median, shapes, judged, tolerance))
+    return changes
+
+
+def finding(change: CounterChange, latency_changed: bool) -> str | None:
+    """What to say of a counter change the latency verdict did not see, or None."""
+    if change.changed and change.delta > 0 and not latency_changed:
+        return (
+            f"finding: {change.action} does {change.delta} more SQL statement(s) per request "
+            "with no latency change measured here; the cost grows with the tables and the load"
+        )
+    return None
+
+
+def split_by_windows(
+    costs: Sequence[RequestCost], windows: Sequence[tuple[float, float] | None]
+) -> list[list[RequestCost]]:
+    """Each window's costs: the requests that started inside it (epoch seconds, inclusive).
+
+    A workload's window runs from its first iteration's start to its last
+    one's end, so a context's setup requests (before) are never counted.
+    """
+    out: list[list[RequestCost]] = []
+    for window in windows:
+        if window is None:
+            out.append([])
+            continue
+        low, high = window
+        out.append([c for c in costs if c.started is not None and low <= c.started <= high])
+    return out

@@ -1,0 +1,65 @@
+"""Where the time went: profile diffs of synthetic collapsed stacks, and the flame graph."""
+
+from __future__ import annotations
+
+import xml.etree.ElementTree as ET
+
+import pytest
+
+from rally_keystone_bench.report.flame import flame_svg
+from rally_keystone_bench.verdicts import profiles
+
+PROC = 'process 10:"uwsgi --ini uwsgi.ini";process 11:"uwsgi --ini uwsgi.ini"'
+WSGI = "application (keystone_bench_wsgi.py:69);Flask.__call__ (flask/app.py:1536)"
+POST = "AuthTokenResource.post (keystone/api/auth.py:450)"
+ISSUE = "Manager.issue_token (keystone/token/provider.py:283)"
+HASH = "check_password (keystone/common/password_hashing.py:90)"
+
+
+def stacks(issue_samples: int, hash_samples: int) -> list[str]:
+    return [
+        f"{PROC};{WSGI};{POST};{ISSUE} {issue_samples}",
+        f"{PROC};{WSGI};{POST};{HASH} {hash_samples}",
+        f"{PROC} 5000",  # uWSGI waiting in C: no Python frame
+    ]
+
+
+def test_parse_drops_process_frames_and_empty_stacks():
+    parsed = profiles.parse(stacks(10, 20))
+    assert sum(parsed.values()) == 30
+    assert all(not f.startswith("process ") for frames in parsed for f in frames)
+
+
+ISSUES = {"keystone.issue_token": 10, "keystone.validate_token": 30, profiles.ANY: 40}
+
+
+def test_an_added_sleep_is_self_time_of_its_caller_per_issue():
+    # 100 samples/s; 10 issues a side (and 30 validations that do not sleep):
+    # +150 ms per issue = +1500 ms = +150 samples.
+    before = profiles.parse(stacks(10, 200))
+    after = profiles.parse(stacks(160, 200))
+    (top, *rest) = profiles.diff(before, after, (ISSUES, ISSUES), rate=100)
+    assert top.function == "keystone/token/provider.py:Manager.issue_token"
+    assert top.action == "keystone.issue_token"
+    assert top.added_ms == pytest.approx(150.0)
+    assert top.under == "keystone/api/auth.py:AuthTokenResource.post"
+    assert top.line == "283"
+    assert "+150.0 ms per request" in top.sentence()
+    assert all(abs(c.added_ms) < 1e-9 for c in rest)
+
+
+def test_more_requests_on_one_side_is_per_request():
+    twice = {k: 2 * v for k, v in ISSUES.items()}
+    before = profiles.parse(stacks(10, 200))
+    after = profiles.parse(stacks(20, 400))  # the same cost, twice the requests
+    changes = profiles.diff(before, after, (ISSUES, twice), rate=100)
+    assert all(abs(c.added_ms) < 1e-9 for c in changes)
+
+
+def test_flame_graph_is_one_self_contained_svg():
+    svg = flame_svg(profiles.parse(stacks(10, 30)), "token-suite")
+    root = ET.fromstring(svg)
+    assert root.tag.endswith("svg")
+    titles = [t.text for t in root.iter("{http://www.w3.org/2000/svg}title")]
+    assert any(t.startswith(HASH) and "30 samples, 75.0 %" in t for t in titles)
+    assert "<script" not in svg and "href" not in svg

@@ -1,0 +1,63 @@
+"""OSprofiler's signed trace headers, built without osprofiler; the run's trace key."""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import hmac
+import json
+import os
+import stat
+
+from rally_keystone_bench.clients import tracing
+from rally_keystone_bench.deploy import tracing as deploy_tracing
+
+
+def unpack(info: str, signature: str, key: str) -> dict | None:
+    """osprofiler._utils.signed_unpack, as Keystone's middleware checks a request."""
+    expected = hmac.new(key.encode(), info.encode(), hashlib.sha1).hexdigest()
+    if not hmac.compare_digest(signature, expected):
+        return None
+    return json.loads(base64.urlsafe_b64decode(info))
+
+
+def test_headers_verify_under_the_key_only():
+    headers = tracing.signed_headers("k3y", base_id="b-1")
+    info, signature = headers["X-Trace-Info"], headers["X-Trace-HMAC"]
+    assert unpack(info, signature, "k3y") == {"base_id": "b-1", "parent_id": "b-1"}
+    assert unpack(info, signature, "other") is None
+
+
+def test_sampler_spreads_the_rate_evenly():
+    every = tracing.Sampler("k", 1.0)
+    assert all(every.headers() for _ in range(10))
+    quarter = tracing.Sampler("k", 0.25)
+    picked = [bool(quarter.headers()) for _ in range(12)]
+    assert picked == [False, False, False, True] * 3
+    none = tracing.Sampler("k", 0.0)
+    assert not any(none.headers() for _ in range(10))
+    assert "k" not in repr(quarter).replace("Sampler", "")
+
+
+def test_from_environment(tmp_path):
+    assert tracing.from_environment({}) is None
+    key = tmp_path / "key"
+    key.write_text("secret\n")
+    sampler = tracing.from_environment({tracing.KEY_FILE_ENV: str(key), tracing.RATE_ENV: "0.5"})
+    assert sampler is not None and sampler.rate == 0.5
+    assert tracing.from_environment({tracing.KEY_FILE_ENV: str(tmp_path / "gone")}) is None
+
+
+def test_run_key_is_private_and_removed(tmp_path):
+    deploy_tracing.prepare(tmp_path)
+    key = deploy_tracing.key_path(tmp_path)
+    assert stat.S_IMODE(key.stat().st_mode) == 0o600
+    conf = tmp_path / "keystone.conf"
+    secret = deploy_tracing.config(tmp_path)["hmac_key"]
+    conf.write_text(f"[profiler]\nhmac_keys = {secret}\n")
+    with deploy_tracing.client_environment(tmp_path, rate=0.5):
+        assert os.environ[tracing.KEY_FILE_ENV] == str(key)
+    assert tracing.KEY_FILE_ENV not in os.environ
+    assert deploy_tracing.remove(tmp_path, conf)
+    assert not key.exists() and not deploy_tracing.store_path(tmp_path).exists()
+    assert secret not in conf.read_text()
