@@ -52,6 +52,7 @@ from locust.runners import STATE_MISSING, MasterRunner, WorkerRunner
 
 from rally_keystone_bench.engines.locust import samples as sm
 from rally_keystone_bench.engines.locust import schedule
+from rally_keystone_bench.engines.locust.setup import user_auth, worker_options
 
 LOG = logging.getLogger("keystone-bench")
 CHUNK = 5000  # samples per message from a worker
@@ -174,6 +175,7 @@ class Master:
                 "workers": len(self.workers),
                 "auth_url": auth_url,
                 "users": self.prepared.credentials(),
+                "options": worker_options(self.opts),
             }
             self.runner.send_message("ks_plan", plan, client_id=node)
         gevent.spawn(self.coordinate)
@@ -377,6 +379,11 @@ class Worker:
 
     def on_plan(self, environment: Any, msg: Any) -> None:
         self.plan = dict(msg.data)
+        # Locust hands the master's options to a worker with its spawn message,
+        # which may come after the plan: until then a worker's --ks-scenario is
+        # the default (validate), and it issued a validate pool (32 tokens) in an
+        # authenticate run. The plan carries them, so prepare() sees the master's.
+        vars(self.opts).update(self.plan.get("options") or {})
         LOG.info(
             "keystone-bench: plan received: worker %d of %d",
             self.plan["index"],
@@ -448,19 +455,6 @@ class Worker:
                 "stopped_in_step": self.stopped_in_step,
             },
         )
-
-
-def user_auth(cred: dict) -> Any:
-    from rally_keystone_bench.clients.tokens import UserAuth
-
-    # By name, as Rally's keystone_users credentials: the same request on both engines.
-    return UserAuth(
-        username=cred["username"],
-        password=cred["password"],
-        user_domain_name=cred["domain_name"],
-        project_name=cred["project_name"],
-        project_domain_name=cred["domain_name"],
-    )
 
 
 MASTER: Master | None = None
@@ -586,7 +580,7 @@ class KeystoneTokenUser(User):
 
     def call(self, action: str, stamp: _Stamp, token: Any) -> Any:
         if action == sm.ISSUE:
-            catalog = WORKER.opts.ks_scenario == "authenticate"  # type: ignore[union-attr]
+            catalog = sm.issue_catalog(WORKER.opts.ks_scenario)  # type: ignore[union-attr]
             return self.tk.issue(self.auth, "password", "project", catalog, timer=stamp)
         subject = token if token is not None else next(self.tokens)
         if action == sm.VALIDATE:
