@@ -50,8 +50,8 @@ from locust import User, events, task
 from locust.exception import StopUser
 from locust.runners import STATE_MISSING, MasterRunner, WorkerRunner
 
+from rally_keystone_bench.engines.locust import calls, schedule
 from rally_keystone_bench.engines.locust import samples as sm
-from rally_keystone_bench.engines.locust import schedule
 from rally_keystone_bench.engines.locust.setup import user_auth, worker_options
 
 LOG = logging.getLogger("keystone-bench")
@@ -534,18 +534,7 @@ class KeystoneTokenUser(User):
         raise StopUser()
 
     def one(self, w: Worker, k: int, due: float) -> None:
-        scenario = w.opts.ks_scenario
-        if scenario == "authenticate":
-            steps = [(sm.ISSUE, "POST")]
-        elif scenario == "validate":
-            steps = [(sm.VALIDATE, "GET")]
-        else:
-            steps = [
-                (sm.ISSUE, "POST"),
-                (sm.VALIDATE, "GET"),
-                (sm.CHECK, "HEAD"),
-                (sm.REVOKE, "DELETE"),
-            ]
+        steps = calls.steps(w.opts.ks_scenario)
         intended = due
         token = None
         for action, verb in steps:
@@ -579,12 +568,5 @@ class KeystoneTokenUser(User):
             intended = answered  # the next action of the iteration is due now
 
     def call(self, action: str, stamp: _Stamp, token: Any) -> Any:
-        if action == sm.ISSUE:
-            catalog = sm.issue_catalog(WORKER.opts.ks_scenario)  # type: ignore[union-attr]
-            return self.tk.issue(self.auth, "password", "project", catalog, timer=stamp)
-        subject = token if token is not None else next(self.tokens)
-        if action == sm.VALIDATE:
-            return self.tk.validate(subject, include_catalog=False, timer=stamp)
-        if action == sm.CHECK:
-            return self.tk.check(subject, timer=stamp)
-        return self.tk.revoke(subject, timer=stamp)
+        scenario = WORKER.opts.ks_scenario  # type: ignore[union-attr]
+        return calls.call(self.tk, self.auth, scenario, action, stamp, token, self.tokens)
