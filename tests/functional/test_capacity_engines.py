@@ -96,6 +96,16 @@ def server_p50(access_log: Path, start: float, end: float) -> float | None:
     return float(np.median(spent)) if spent else None
 
 
+def server_busy(access_log: Path, start: float, end: float) -> float:
+    """The share of START..END Keystone spent serving requests (1.0: saturated, it queued)."""
+    spent = 0
+    for line in access_log.read_text().splitlines():
+        f = line.split()
+        if len(f) >= 5 and start * 1000 <= float(f[0]) <= end * 1000:
+            spent += int(f[4])
+    return spent / 1e6 / (end - start)
+
+
 def timed_window(action) -> tuple[float, float]:
     """From the first timed request's send to the last one's answer (epoch s)."""
     return float(action.started_at.min()), float((action.started_at + action.duration).max())
@@ -120,6 +130,7 @@ def measure_both(keystone, tmp_path: Path) -> None:
     home.create_env("both", keystone_spec(keystone.admin_credentials))
     samples: dict[str, list[float]] = {"locust": [], "rally": []}
     server: dict[str, list[float | None]] = {"locust": [], "rally": []}
+    busy: dict[str, list[str]] = {"locust": [], "rally": []}
     for n, name in enumerate(("locust", "rally", "rally", "locust")):
         if name == "locust":
             settings = engine.LoadSettings(
@@ -142,11 +153,13 @@ def measure_both(keystone, tmp_path: Path) -> None:
         issue = wl.actions["keystone.issue_token"]
         samples[name] += list(issue.ok_durations())
         server[name].append(server_p50(keystone.access_log_path, *timed_window(issue)))
+        busy[name].append(f"{server_busy(keystone.access_log_path, *timed_window(issue)):.0%}")
     p50 = {name: float(np.median(xs)) for name, xs in samples.items()}
     seen = (
         f"p50 locust {p50['locust'] * 1000:.1f} ms, rally {p50['rally'] * 1000:.1f} ms; "
         f"Keystone's own p50 (access log) in the Locust runs {server['locust']}, "
-        f"in the Rally runs {server['rally']} s"
+        f"in the Rally runs {server['rally']} s; Keystone busy {busy['locust']} and "
+        f"{busy['rally']} of those windows (near 100 %: saturated, requests queued)"
     )
     print(seen)
     assert p50["locust"] == pytest.approx(p50["rally"], rel=0.10), seen
