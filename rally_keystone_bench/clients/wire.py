@@ -64,14 +64,15 @@ class OneWrite:
     urllib3 2 writes the head, then the body, in two sends (two TCP
     segments, TCP_NODELAY); geventhttpclient writes both at once. Joined
     here, so that Keystone receives a request from either engine the same
-    way. (http.client joined them before Python 3.6; it no longer does.)
+    way (Python 3.11's http.client does not join them either).
     """
 
     _kb_body: bytes | None = None
     _kb_joined: bytes | None = None
 
     def request(self, method: str, url: str, body: Any = None, headers: Any = None, **kw: Any):
-        small = isinstance(body, bytes) and 0 < len(body) < _JOIN_LIMIT
+        framed = kw.get("chunked") or "transfer-encoding" in {k.lower() for k in headers or {}}
+        small = isinstance(body, bytes) and 0 < len(body) < _JOIN_LIMIT and not framed
         self._kb_body = body if small else None
         try:
             return super().request(method, url, body=body, headers=headers, **kw)  # type: ignore[misc]
