@@ -11,14 +11,15 @@ built: the scenarios that use this module are loaded by Rally with every plugin.
 
 from __future__ import annotations
 
-import functools
 import json as jsonlib
 import os
 import urllib.parse
 from collections.abc import Mapping
 from typing import Any
 
+from rally_keystone_bench.clients import wire
 from rally_keystone_bench.clients.credentials import DEFAULTS, verify_of
+from rally_keystone_bench.clients.wire import encode, user_agent  # noqa: F401  (the one builder)
 
 
 def build(
@@ -58,37 +59,6 @@ def _ca_bundle(verify: bool | str) -> bool | str:
         env = os.environ
         return env.get("REQUESTS_CA_BUNDLE") or env.get("CURL_CA_BUNDLE") or True
     return verify
-
-
-@functools.cache
-def user_agent() -> str:
-    """What our requests say they are: this tool, then keystoneauth's own default.
-
-    Given to the session once: keystoneauth otherwise builds the header
-    again for every request. Keystone's access log shows it.
-    """
-    from keystoneauth1 import session as ks_session
-
-    return f"rally-keystone-bench {ks_session.DEFAULT_USER_AGENT}"
-
-
-def encode(
-    headers: Mapping[str, str] | None, params: Mapping[str, str] | None, json: Any
-) -> tuple[str, dict[str, str], bytes | None]:
-    """A token request's query string, headers and body, as our sessions send them.
-
-    The keystoneauth arguments TokenClient passes (``headers=``, ``params=``,
-    ``json=``), for the sessions that speak HTTP themselves (DirectSession,
-    the Locust engine's GeventSession): our User-Agent, the query
-    urlencoded, a JSON body with its Content-Type.
-    """
-    sent = {"User-Agent": user_agent(), **(headers or {})}
-    query = urllib.parse.urlencode(params) if params else ""
-    body = None
-    if json is not None:
-        body = jsonlib.dumps(json).encode()
-        sent.setdefault("Content-Type", "application/json")
-    return query, sent, body
 
 
 def identity_v3_url(auth_url: str) -> str:
@@ -197,6 +167,7 @@ class DirectSession:
         self.pools = urllib3.PoolManager(
             num_pools=pool_connections, maxsize=max(pool_size, 1), retries=False, **tls
         )
+        self.pools.pool_classes_by_scheme = wire.pool_classes()  # head and body in one send
         self.timeout = timeout
 
     def request(

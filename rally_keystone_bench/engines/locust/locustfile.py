@@ -51,8 +51,9 @@ from locust import User, events, task
 from locust.exception import StopUser
 from locust.runners import STATE_MISSING, MasterRunner, WorkerRunner
 
+from rally_keystone_bench.engines.locust import calls, schedule
 from rally_keystone_bench.engines.locust import samples as sm
-from rally_keystone_bench.engines.locust import schedule
+from rally_keystone_bench.engines.locust.setup import user_auth, worker_options
 
 LOG = logging.getLogger("keystone-bench")
 CHUNK = 5000  # samples per message from a worker
@@ -188,6 +189,7 @@ class Master:
                 "workers": len(self.workers),
                 "auth_url": auth_url,
                 "users": self.prepared.credentials(),
+                "options": worker_options(self.opts),
             }
             self.runner.send_message("ks_plan", plan, client_id=node)
         gevent.spawn(self.coordinate)
@@ -399,6 +401,11 @@ class Worker:
 
     def on_plan(self, environment: Any, msg: Any) -> None:
         self.plan = dict(msg.data)
+        # Locust hands the master's options to a worker with its spawn message,
+        # which may come after the plan: until then a worker's --ks-scenario is
+        # the default (validate), and it issued a validate pool (32 tokens) in an
+        # authenticate run. The plan carries them, so prepare() sees the master's.
+        vars(self.opts).update(self.plan.get("options") or {})
         LOG.info(
             "keystone-bench: plan received: worker %d of %d",
             self.plan["index"],
@@ -470,19 +477,6 @@ class Worker:
                 "stopped_in_step": self.stopped_in_step,
             },
         )
-
-
-def user_auth(cred: dict) -> Any:
-    from rally_keystone_bench.clients.auth import UserAuth
-
-    # By name, as Rally's keystone_users credentials: the same request on both engines.
-    return UserAuth(
-        username=cred["username"],
-        password=cred["password"],
-        user_domain_name=cred["domain_name"],
-        project_name=cred["project_name"],
-        project_domain_name=cred["domain_name"],
-    )
 
 
 MASTER: Master | None = None
@@ -562,18 +556,7 @@ class KeystoneTokenUser(User):
         raise StopUser()
 
     def one(self, w: Worker, k: int, due: float) -> None:
-        scenario = w.opts.ks_scenario
-        if scenario == "authenticate":
-            steps = [(sm.ISSUE, "POST")]
-        elif scenario == "validate":
-            steps = [(sm.VALIDATE, "GET")]
-        else:
-            steps = [
-                (sm.ISSUE, "POST"),
-                (sm.VALIDATE, "GET"),
-                (sm.CHECK, "HEAD"),
-                (sm.REVOKE, "DELETE"),
-            ]
+        steps = calls.steps(w.opts.ks_scenario)
         intended = due
         token = None
         for action, verb in steps:
@@ -607,12 +590,5 @@ class KeystoneTokenUser(User):
             intended = answered  # the next action of the iteration is due now
 
     def call(self, action: str, stamp: _Stamp, token: Any) -> Any:
-        if action == sm.ISSUE:
-            catalog = WORKER.opts.ks_scenario == "authenticate"  # type: ignore[union-attr]
-            return self.tk.issue(self.auth, "password", "project", catalog, timer=stamp)
-        subject = token if token is not None else next(self.tokens)
-        if action == sm.VALIDATE:
-            return self.tk.validate(subject, include_catalog=False, timer=stamp)
-        if action == sm.CHECK:
-            return self.tk.check(subject, timer=stamp)
-        return self.tk.revoke(subject, timer=stamp)
+        scenario = WORKER.opts.ks_scenario  # type: ignore[union-attr]
+        return calls.call(self.tk, self.auth, scenario, action, stamp, token, self.tokens)

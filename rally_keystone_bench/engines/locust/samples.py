@@ -49,6 +49,15 @@ SCENARIOS: dict[str, tuple[str, dict[str, Any]]] = {
 RUNNER = "locust"  # the runner type the report names
 
 
+def issue_catalog(scenario: str) -> bool:
+    """Whether SCENARIO's timed issue asks for the catalog, as its Rally scenario does.
+
+    authenticate: its include_catalog argument; lifecycle: always, as
+    KeystoneTokens.lifecycle issues with TokenClient's default.
+    """
+    return bool(SCENARIOS[scenario][1].get("include_catalog", True))
+
+
 class Sample(NamedTuple):
     request: int
     action: str

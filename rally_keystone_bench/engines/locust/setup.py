@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import secrets
 from dataclasses import dataclass, field
+from typing import Any
 
 from rally_keystone_bench.clients.admin import AdminClient, run_parallel
 from rally_keystone_bench.clients.retry import RetryStats
@@ -67,12 +68,10 @@ def prepare(admin: AdminClient, users: int, workers: int = 8) -> Prepared:
 
     def create(i: int) -> dict[str, str]:
         uname = f"{name}-u{i}"
-        password = secrets.token_urlsafe(16)
+        password = secrets.token_urlsafe(18)  # as keystone_users' (24 characters)
+        fields = {"password": password, "default_project_id": done.project["id"]}
         record = admin.create(
-            "users",
-            uname,
-            {"password": password, "default_project_id": done.project["id"]},
-            done.domain_id,
+            "users", uname, {**fields, "description": "keystone-bench load"}, done.domain_id
         )
         user = {"id": record["id"], "name": uname, "password": password}
         done.users.append(user)  # before the grant: deleted even if the grant fails
@@ -106,3 +105,21 @@ def teardown(admin: AdminClient, done: Prepared, workers: int = 8) -> list[str]:
         except Exception:  # reported as left behind
             left.append(f"project {done.project['name']}")
     return left
+
+
+def worker_options(opts: Any) -> dict[str, Any]:
+    """The master's --ks-* options, as every worker must see them from its plan on."""
+    return {k: v for k, v in vars(opts).items() if k.startswith("ks_") and k != "ks_out"}
+
+
+def user_auth(cred: dict) -> Any:
+    from rally_keystone_bench.clients.auth import UserAuth
+
+    # By name, as Rally's keystone_users credentials: the same request on both engines.
+    return UserAuth(
+        username=cred["username"],
+        password=cred["password"],
+        user_domain_name=cred["domain_name"],
+        project_name=cred["project_name"],
+        project_domain_name=cred["domain_name"],
+    )
