@@ -57,6 +57,7 @@ class TableLock:
 
     def __init__(self, database: str, table: str, mode: str) -> None:
         self.database = database
+        self._watch: subprocess.Popen | None = None
         self._lock = f'LOCK TABLE "{table}" IN {mode} MODE;\nSELECT pg_backend_pid();\n'
         self._psql = subprocess.Popen(
             [*PSQL, "-d", database], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
@@ -80,16 +81,25 @@ class TableLock:
 
     def waiting(self) -> list[tuple[int, str]]:
         """(client port, statement) of each session that waits for this lock."""
-        sql = (
+        if self._watch is None:  # a second session: a transaction sees one stats snapshot
+            self._watch = subprocess.Popen(
+                [*PSQL, "-F", "\t", "-d", self.database],
+                stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+            )  # fmt: skip
+        assert self._watch.stdin and self._watch.stdout
+        self._watch.stdin.write(
             "SELECT client_port, regexp_replace(query, '\\s+', ' ', 'g') FROM pg_stat_activity"
-            f" WHERE {self.pid} = ANY(pg_blocking_pids(pid))"
+            f" WHERE {self.pid} = ANY(pg_blocking_pids(pid)) AND client_port IS NOT NULL;\n"
+            "SELECT 'end';\n"
         )
-        out = subprocess.run(
-            [*PSQL, "-d", self.database, "-F", "\t", "-c", sql],
-            capture_output=True, text=True, check=True,
-        ).stdout  # fmt: skip
-        rows = [line.split("\t", 1) for line in out.splitlines() if line]
-        return [(int(port), query) for port, query in rows]
+        self._watch.stdin.flush()
+        rows = []
+        while (line := self._watch.stdout.readline()) != "end\n":
+            if not line:
+                raise RuntimeError("psql ended")
+            port, query = line.rstrip("\n").split("\t", 1)
+            rows.append((int(port), query))
+        return rows
 
     def release(self) -> None:
         if self._psql.poll() is None:
@@ -97,6 +107,8 @@ class TableLock:
             self._psql.stdin.write("ROLLBACK;\n")
             self._psql.stdin.close()
             self._psql.wait(timeout=30)
+        if self._watch is not None:
+            self._watch.communicate("\\q\n", timeout=30)
 
 
 def workers_owning(master: int, ports: set[int]) -> set[int]:
@@ -278,10 +290,10 @@ def test_context_setup_survives_killed_workers_by_its_retries(keystone, tmp_path
     out = tmp_path / "setup-report.json"
     assert rally_task.json_report(home, run.uuid, out)
     (wl,) = results.load(out)
-    assert wl.iterations == 6, "the workload did not run: its context setup failed"
+    assert wl.iterations == 6, f"its context setup failed; held {crash.held_s:.1f} s"
     retried = [int(m.group(1)) for m in map(SETUP_DONE.search, lines) if m]
     print(f"killed during keystone_users setup: {crash.killed}; retries: {retried}")
-    print(f"let through: {crash.let_through}")
+    print(f"held {crash.held_s:.2f} s; let through: {crash.let_through}")
     assert retried and retried[0] >= 1, "".join(lines[-20:])
     assert [u["name"] for u in admin.list_prefixed("users", "rkb")] == []
     assert [p["name"] for p in admin.list_prefixed("projects", "rkb")] == []
