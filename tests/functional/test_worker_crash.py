@@ -292,8 +292,8 @@ def test_context_setup_survives_killed_workers_by_its_retries(keystone, tmp_path
     (wl,) = results.load(out)
     assert wl.iterations == 6, f"its context setup failed; held {crash.held_s:.1f} s"
     retried = [int(m.group(1)) for m in map(SETUP_DONE.search, lines) if m]
-    print(f"killed during keystone_users setup: {crash.killed}; retries: {retried}")
-    print(f"held {crash.held_s:.2f} s; let through: {crash.let_through}")
+    print(f"held {crash.held_s:.2f} s in setup; retries {retried}; killed {crash.killed}")
+    print(f"let through: {crash.let_through}")
     assert retried and retried[0] >= 1, "".join(lines[-20:])
     assert [u["name"] for u in admin.list_prefixed("users", "rkb")] == []
     assert [p["name"] for p in admin.list_prefixed("projects", "rkb")] == []
