@@ -204,14 +204,20 @@ def keystone(tmp_path_factory):
         yield ks, home
 
 
-def token_task(path: Path, times: int, concurrency: int, tenants: int, users: int) -> Path:
+def token_task(
+    path: Path, times: int, concurrency: int, tenants: int, users: int, workers: int | None = None
+) -> Path:
+    """A token workload; WORKERS: keystone_users' resource_management_workers (its default)."""
+    users_ctx: dict = {"users_per_tenant": users}
+    if workers:
+        users_ctx["resource_management_workers"] = workers
     subtask = {
         "title": "tokens while the workers die",
         "scenario": {"KeystoneTokens.authenticate": {"method": "password"}},
         "runner": {"constant": {"times": times, "concurrency": concurrency}},
         "contexts": {
             "keystone_tenants": {"tenants": tenants},
-            "keystone_users": {"users_per_tenant": users},
+            "keystone_users": users_ctx,
         },
     }
     path.write_text(json.dumps({"version": 2, "title": "crash", "subtasks": [subtask]}))
@@ -265,10 +271,18 @@ def test_context_setup_survives_killed_workers_by_its_retries(keystone, tmp_path
     own users context (validation, then setup) is let through; the first
     keystone_users creation held (its INSERT names an ``rkb-`` user) has its
     worker killed there. No timing slack: the test waits for states
-    (HOLD_DEADLINE_S only bounds a failure).
+    (HOLD_DEADLINE_S only bounds a failure). keystone_users sends two
+    creations at a time: with its default 20 on a busy machine, the requests
+    the router gave up on (5 s) while the new workers loaded Keystone queued
+    faster than they were served, every answer came too late, and the
+    context gave up (seen once in the flake hunt).
     """
     ks, home = keystone
-    task = token_task(tmp_path / "setup.json", times=6, concurrency=2, tenants=3, users=10)
+    # As many creations at once as Keystone has workers: after the kill, abandoned
+    # requests cannot pile up in uWSGI's queue faster than two new workers serve them.
+    task = token_task(
+        tmp_path / "setup.json", times=6, concurrency=2, tenants=3, users=10, workers=2
+    )
     admin = AdminClient(ks.admin_credentials)
 
     def ours(statement: str) -> bool:
