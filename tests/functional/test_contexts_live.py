@@ -160,6 +160,14 @@ def test_a_role_that_does_not_exist_fails_setup_clearly_and_leaves_nothing(rh, a
 # (RetryPolicy.min_patience); beside another worker's Keystones it took longer.
 @pytest.mark.serial
 def test_keystone_restarted_during_setup_and_cleanup(ks, rh, admin, tmp_path):
+    """Keystone restarts once 20 rkb- resources exist, and again while they are deleted.
+
+    Timing: the restarter polls the inventory (every 0.2 s plus two list
+    calls); the windows it aims at last seconds (164 resources to create,
+    and cleanup's deletions from 100 down to 1), several poll periods even
+    on 2 idle cores. The test needs only one restart to land on admin
+    calls ("retries (" in Rally's output); 300 s bounds each wait.
+    """
     before = inventory(admin)
     ctx = {"keystone_tenants": {"tenants": 4}, "keystone_users": {"users_per_tenant": 40}}
     path = task_file(tmp_path, [workload("Dummy.dummy", ctx, {"sleep": 2}, times=2)])

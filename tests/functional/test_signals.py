@@ -79,6 +79,9 @@ def leftover_processes(root: Path) -> list[str]:
 
 @pytest.mark.parametrize("sig, code", [(signal.SIGINT, 130), (signal.SIGTERM, 143)])
 def test_a_signal_during_the_load_keeps_results_and_leaves_nothing(tmp_path, sig, code):
+    """The signal is sent once Rally's log shows 10 iterations done: during the load, by
+    construction (100000 iterations cannot end first). Slack: SIGNAL_TO_EXIT_S (120 s) from
+    the signal to the exit, for 8.5 s idle and up to 83 s measured on a busy machine."""
     task = long_task(tmp_path / "long.json")
     proc = subprocess.Popen(
         [sys.executable, "-m", "rally_keystone_bench.cli", "run", str(task),
@@ -131,7 +134,12 @@ def test_a_signal_during_the_load_keeps_results_and_leaves_nothing(tmp_path, sig
 def test_gate_signalled_while_both_keystones_start_exits_and_leaves_nothing(tmp_path):
     """SIGTERM while the gate's two Keystones start in their threads: both starts give
     up, nothing they spawned survives, and the gate exits 143 at once, not after
-    Keystone's start timeout (120 s)."""
+    Keystone's start timeout (120 s).
+
+    Slack: the signal goes when a server.log exists (uWSGI spawned), polled every
+    0.1 s; Keystone answers only seconds later, once its workers loaded the app,
+    so the signal lands in the start with seconds to spare. The exit may take 60 s
+    (stopping what started), half of the 120 s the old code sat out."""
     root = Path(__file__).resolve().parents[2]
     proc = subprocess.Popen(
         [sys.executable, "-m", "rally_keystone_bench.cli", "gate",
