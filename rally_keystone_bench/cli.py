@@ -110,6 +110,7 @@ def _add_deployment_options(p: argparse.ArgumentParser, workers: bool = True) ->
         "the worker (default 35 s: above SQLite's 30 s busy timeout)",
     )
     _add_identity_options(p)
+    verbs.options.add_set_option(p)
 
 
 def _on_off(text: str) -> bool:
@@ -461,9 +462,11 @@ def build_parser() -> argparse.ArgumentParser:
             action="append",
             default=[],
             metavar="KEY=VALUE",
-            help=f"a deployment setting of the {side} only, e.g. password_hash_rounds=12",
+            help=f"a deployment setting of the {side} only, e.g. password_hash_rounds=12, "
+            "or a keystone.conf one, e.g. token.provider=jws",
         )
     _add_identity_options(gate)
+    verbs.options.add_set_option(gate)  # both sides; one side's: --candidate-option S.O=V
     gate.set_defaults(func=verbs.gate.main)
 
     # tasks

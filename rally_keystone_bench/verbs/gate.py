@@ -36,7 +36,7 @@ import numpy as np
 from rally_keystone_bench import compare, pairing, procstat
 from rally_keystone_bench.clients import credentials
 from rally_keystone_bench.clients.admin import AdminClient
-from rally_keystone_bench.deploy import directory
+from rally_keystone_bench.deploy import conf_options, directory
 from rally_keystone_bench.deploy.keystone import Deployment, LocalKeystone, write_private
 from rally_keystone_bench.driver import rally as rallyenv
 from rally_keystone_bench.driver import targets
@@ -62,10 +62,18 @@ def parse_option(text: str, where: str) -> tuple[str, str]:
 
 
 def side_deployment(
-    spec: str, options: Sequence[str], flag: str, identity: dict[str, Any] | None = None
+    spec: str,
+    options: Sequence[str],
+    flag: str,
+    identity: dict[str, Any] | None = None,
+    shared_conf: Sequence[str] = (),
 ) -> Deployment:
-    """One side's Deployment: Keystone SPEC plus KEY=VALUE options (then IDENTITY's)."""
-    values: dict[str, Any] = dict(parse_option(o, flag) for o in options or ())
+    """One side's Deployment: Keystone SPEC plus KEY=VALUE options (then IDENTITY's).
+
+    A KEY with a dot is a keystone.conf setting (SECTION.OPTION), over SHARED_CONF (--set).
+    """
+    pairs = dict(parse_option(o, flag) for o in options or ())
+    values: dict[str, Any] = conf_options.split(pairs, shared_conf)
     if "keystone" in values:
         raise BenchError(
             f"{flag}: give the Keystone SPEC with --{flag.split('-')[2]}, not keystone="
@@ -381,6 +389,7 @@ def main(args: argparse.Namespace) -> int:
             getattr(args, f"{side}_option", None) or [],
             f"--{side}-option",
             identity,
+            getattr(args, "conf", None) or (),
         )
         for side in SIDES
     }

@@ -28,6 +28,19 @@ IDENTITY_FIELDS = (
 )
 
 
+def add_set_option(p: argparse.ArgumentParser) -> None:
+    """``--set SECTION.OPTION=VALUE``, repeatable: any keystone.conf setting."""
+    p.add_argument(
+        "--set",
+        dest="conf",
+        action="append",
+        default=None,
+        metavar="SECTION.OPTION=VALUE",
+        help="a keystone.conf setting, e.g. token.provider=jws (repeatable); checked "
+        "against the Keystone's own options before anything starts",
+    )
+
+
 def deployment(args: argparse.Namespace) -> Deployment:
     """The Deployment of a verb's deployment options; unset options keep their defaults."""
     names = [f.name for f in dataclasses.fields(Deployment)]
