@@ -339,11 +339,29 @@ class TokenClient:
         unscoped. An application credential carries its own project scope
         (Keystone refuses another), so with it ``scope`` is not sent.
         """
-        body: dict[str, Any] = {"identity": _identity_body(method, auth, token)}
-        if method != "application_credential":
-            body["scope"] = _scope_body(scope, auth)
-        params = {} if include_catalog else {"nocatalog": "1"}
+        identity = _identity_body(method, auth, token)
+        scope_body = None if method == "application_credential" else _scope_body(scope, auth)
         secrets = auth.secrets() + ([_token_value(token)] if token else [])
+        return self.issue_with(identity, scope_body, include_catalog, secrets=secrets, timer=timer)
+
+    def issue_with(
+        self,
+        identity: dict[str, Any],
+        scope: Any = None,
+        include_catalog: bool = True,
+        *,
+        secrets: list[str] | tuple[str, ...] = (),
+        timer: Callable[[], contextlib.AbstractContextManager] | None = None,
+    ) -> TokenResult:
+        """Issue a token from a prepared IDENTITY and SCOPE body (None: no scope sent).
+
+        SECRETS (passwords, passcodes, tokens in the body) are scrubbed from errors.
+        """
+        body: dict[str, Any] = {"identity": identity}
+        if scope is not None:
+            body["scope"] = scope
+        params = {} if include_catalog else {"nocatalog": "1"}
+        secrets = list(secrets)
         for secret in secrets:
             self._remember(secret)
         resp, elapsed = self._send("issue", "POST", {}, params, {"auth": body}, secrets, timer)
