@@ -401,7 +401,12 @@ def build_parser() -> argparse.ArgumentParser:
     gate = sub.add_parser("gate", help="baseline against candidate Keystone, paired requests")
     gate.add_argument("--baseline", required=True, metavar="SPEC")
     gate.add_argument("--candidate", required=True, metavar="SPEC")
-    gate.add_argument("--task", default="tasks/gate.yaml")
+    gate.add_argument(
+        "--task",
+        default=verbs.gate.CLOUD_TASK,
+        help=f"default {verbs.gate.CLOUD_TASK}: every token path, memcached on; the quick "
+        "two-path task: tasks/gate.yaml",
+    )
     gate.add_argument(
         "--rounds",
         type=boundary.positive_int,

@@ -49,6 +49,9 @@ from rally_keystone_bench.results import Workload
 from rally_keystone_bench.verbs import options as verb_options
 
 SIDES = ("baseline", "candidate")
+# The default task: a cloud's token paths; with it both sides run memcached
+# unless a side's --*-option cache=none says otherwise.
+CLOUD_TASK = "tasks/gate-cloud.yaml"
 SAMPLE_SECONDS = 0.5
 LDAP_PROJECT = "keystone-bench-gate-ldap"
 
@@ -383,6 +386,8 @@ def main(args: argparse.Namespace) -> int:
         for f in verb_options.IDENTITY_FIELDS
         if getattr(args, f, None) is not None
     }
+    if task.name == Path(CLOUD_TASK).name:
+        identity["cache"] = "memcached"  # a side's own option=value still wins
     deps = {
         side: side_deployment(
             getattr(args, side),
