@@ -81,3 +81,21 @@ def test_a_rescoped_pair_sends_one_timed_request_to_each_side(tmp_path) -> None:
             "baseline.keystone.issue_token",
             "candidate.keystone.issue_token",
         ]
+
+
+def test_each_path_validates_and_checks_with_one_timed_request(tmp_path) -> None:
+    with serving(FakeKeystone()) as a:
+        timed = _Recorder()
+        scenario = types.SimpleNamespace(_timer=lambda name: lambda: timed(name))
+        cred = paired.read_openrc(_openrc(tmp_path, a.url, "a"))
+        for path in ("password", "token"):
+            for method in ("GET", "HEAD"):
+                paired.Paired._validate(scenario, "baseline", cred, path, method, False)
+                before = len(a.requests)
+                paired.Paired._validate(scenario, "baseline", cred, path, method, False)
+                assert len(a.requests) - before == 1, (path, method)
+                assert a.requests[-1]["method"] == method
+        assert set(timed.names) == {
+            "baseline.keystone.validate_token",
+            "baseline.keystone.check_token",
+        }

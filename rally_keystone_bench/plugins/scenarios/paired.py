@@ -42,7 +42,7 @@ PATHS = ("password", "token", "application_credential")
 _TARGETS: dict[str, dict[str, Any]] = {}
 _TOKENS: dict[tuple, Token] = {}
 _PATH_AUTH: dict[tuple, tuple[UserAuth, Token | None]] = {}
-_LOCK = threading.Lock()
+_LOCK = threading.RLock()  # _validate holds it while _path_auth takes it again
 _ORDER = random.Random()
 
 
