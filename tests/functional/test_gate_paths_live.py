@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from _bench_helpers import bench
 
-pytestmark = [pytest.mark.functional, pytest.mark.slow]  # two deployments, about 5 minutes
+pytestmark = [pytest.mark.functional, pytest.mark.slow]  # two deployments, 6.5 min on 2 busy cores
 
 WORKLOADS = 8  # tasks/gate-cloud.yaml
 
