@@ -223,12 +223,33 @@ class TokenClient:
         (Keystone refuses another), so with it ``scope`` is not sent.
         """
         value = None if token is None else _token_value(token)
-        body = auth_request_body(auth, method, scope, value)
+        body = auth_request_body(auth, method, scope, value)["auth"]
+        secrets = auth.secrets() + ([value] if value else [])
+        return self.issue_with(
+            body["identity"], body.get("scope"), include_catalog, secrets=secrets, timer=timer
+        )
+
+    def issue_with(
+        self,
+        identity: dict[str, Any],
+        scope: Any = None,
+        include_catalog: bool = True,
+        *,
+        secrets: list[str] | tuple[str, ...] = (),
+        timer: Callable[[], contextlib.AbstractContextManager] | None = None,
+    ) -> TokenResult:
+        """Issue a token from a prepared IDENTITY and SCOPE body (None: no scope sent).
+
+        SECRETS (passwords, passcodes, tokens in the body) are scrubbed from errors.
+        """
+        body: dict[str, Any] = {"identity": identity}
+        if scope is not None:
+            body["scope"] = scope
         params = {} if include_catalog else {"nocatalog": "1"}
-        secrets = auth.secrets() + ([_token_value(token)] if token else [])
+        secrets = list(secrets)
         for secret in secrets:
             self._remember(secret)
-        resp, elapsed = self._send("issue", "POST", {}, params, body, secrets, timer)
+        resp, elapsed = self._send("issue", "POST", {}, params, {"auth": body}, secrets, timer)
         value = resp.headers.get("X-Subject-Token")
         data = _json(resp).get("token", {})
         new = Token(value, data.get("expires_at")) if value else None

@@ -35,10 +35,12 @@ from rally_keystone_bench.deploy import (
     balancer as balancing,
 )
 from rally_keystone_bench.deploy import (
+    conf_options,
     databases,
     directory,
     files,
     gitref,
+    jws,
     limits,
     memcached,
     nginx,
@@ -102,6 +104,8 @@ class Deployment:
     request_timeout: int = 35
     # OSprofiler on, SQL traced, for requests signed with the run's key (deploy/tracing.py)
     trace: bool = False
+    # keystone.conf settings over the rendered ones: {"section.option": "value"} (--set, conf:)
+    conf: dict[str, str] = dataclasses.field(default_factory=dict)
 
     @classmethod
     def from_mapping(cls, values: Mapping[str, Any], where: str) -> Deployment:
@@ -226,6 +230,8 @@ class Deployment:
         if self.nodes is not None:
             parts.append(f"{self.nodes} nodes behind {self.balancer or 'haproxy'}")
         parts.append(f"db on {self.storage_device()}")
+        if self.conf:
+            parts.append(conf_options.describe(self.conf))
         return " ".join(parts)
 
 
@@ -249,6 +255,8 @@ def _field_value(kind: str, value: Any, what: str) -> Any:
     """
     if kind.startswith("bool"):
         return _on_off(value, what)
+    if kind.startswith("dict"):
+        return conf_options.normalise(value, what)
     if kind.startswith("int"):
         if isinstance(value, bool) or (isinstance(value, float) and not value.is_integer()):
             raise BenchError(f"{what} must be an integer, not {value!r}")
@@ -412,6 +420,9 @@ class LocalKeystone:
         self.venv = venv.ensure_keystone_env(
             dep.keystone, extras=self._extra_packages(), progress=self.progress
         )
+        if dep.conf:  # checked against this Keystone's own options before anything starts
+            fresh = venv.is_local_checkout(dep.keystone)
+            conf_options.check(dep.conf, conf_options.registry_of(self.venv, fresh=fresh))
         for attempt in range(1, ports.ATTEMPTS + 1):
             marks = ports.log_marks(self.run_dir)
             try:
@@ -646,7 +657,7 @@ class LocalKeystone:
 
     def _render_config(self) -> str:
         dep = self.deployment
-        return files.render(
+        text = files.render(
             "keystone.conf",
             log_file=self.keystone_log_path,
             connection=self._database_url(),
@@ -656,6 +667,12 @@ class LocalKeystone:
             domain_config_dir=self.domain_config_dir if dep.identity == "ldap" else None,
             profiler=tracing.config(self.run_dir) if dep.trace else None,
         )
+        return conf_options.apply(text, self._conf_settings())
+
+    def _conf_settings(self) -> dict[str, str]:
+        """The deployment's --set settings, plus the JWS key repositories they need."""
+        conf = self.deployment.conf
+        return {**jws.repositories(self.run_dir), **conf} if jws.wanted(conf) else dict(conf)
 
     def _manage(self, *commands: tuple[str, ...], env: dict[str, str] | None = None) -> None:
         """Run keystone-manage COMMANDS side by side; each logs to its own file.
@@ -688,6 +705,9 @@ class LocalKeystone:
             write_private(self.password_path, secrets.token_urlsafe(24) + "\n")
         owner = ("--keystone-user", str(os.getuid()), "--keystone-group", str(os.getgid()))
         self._manage(("db_sync",), ("fernet_setup", *owner), ("credential_setup", *owner))
+        if jws.wanted(self.deployment.conf):
+            keys = self._conf_settings()
+            jws.create_keypair(self._bin("keystone-manage"), self.config_path, keys, self._env())
         if self.deployment.db == "sqlite":
             _sqlite_wal(self.sqlite_path)
         # The password goes through the environment, never on a command line.

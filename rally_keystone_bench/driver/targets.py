@@ -20,7 +20,7 @@ from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
-from rally_keystone_bench.deploy import tracing, venv
+from rally_keystone_bench.deploy import conf_options, tracing, venv
 from rally_keystone_bench.deploy.keystone import Deployment, LocalKeystone, StartCancelled
 from rally_keystone_bench.deploy.mock import MockKeystone
 from rally_keystone_bench.driver import preflight
@@ -85,7 +85,10 @@ def build_envs(
     for name, dep in deps.items():
         extras = LocalKeystone(dep, run_root / name / "keystone")._extra_packages()
         say(f"{name}: Keystone environment for {dep.keystone}")
-        venv.ensure_keystone_env(dep.keystone, extras=extras, progress=say)
+        env = venv.ensure_keystone_env(dep.keystone, extras=extras, progress=say)
+        if dep.conf:  # checked here too: a bad --set on one side stops both before either starts
+            fresh = venv.is_local_checkout(dep.keystone)
+            conf_options.check(dep.conf, conf_options.registry_of(env, fresh=fresh))
 
 
 def identity_task_args(deployment: Deployment | None, task_args: dict[str, Any]) -> dict[str, Any]:

@@ -32,7 +32,7 @@ from typing import Any
 from rally_keystone_bench import boundary, procstat
 from rally_keystone_bench.clients import credentials
 from rally_keystone_bench.clients.admin import AdminClient
-from rally_keystone_bench.deploy import directory, gitref, tracing, venv
+from rally_keystone_bench.deploy import conf_options, directory, gitref, tracing, venv
 from rally_keystone_bench.deploy.keystone import Deployment, LocalKeystone, write_private
 from rally_keystone_bench.driver import evidence as keystone_evidence
 from rally_keystone_bench.driver import rally as rallyenv
@@ -52,6 +52,9 @@ from rally_keystone_bench.verdicts.blocks import (
 )
 from rally_keystone_bench.verdicts.pairing import GateResult
 
+# The default task: a cloud's token paths; with it both sides run memcached
+# unless a side's --*-option cache=none says otherwise.
+CLOUD_TASK = "tasks/gate-cloud.yaml"
 LDAP_PROJECT = "keystone-bench-gate-ldap"
 
 
@@ -129,10 +132,18 @@ def parse_option(text: str, where: str) -> tuple[str, str]:
 
 
 def side_deployment(
-    spec: str, options: Sequence[str], flag: str, identity: dict[str, Any] | None = None
+    spec: str,
+    options: Sequence[str],
+    flag: str,
+    identity: dict[str, Any] | None = None,
+    shared_conf: Sequence[str] = (),
 ) -> Deployment:
-    """One side's Deployment: Keystone SPEC plus KEY=VALUE options (then IDENTITY's)."""
-    values: dict[str, Any] = dict(parse_option(o, flag) for o in options or ())
+    """One side's Deployment: Keystone SPEC plus KEY=VALUE options (then IDENTITY's).
+
+    A KEY with a dot is a keystone.conf setting (SECTION.OPTION), over SHARED_CONF (--set).
+    """
+    pairs = dict(parse_option(o, flag) for o in options or ())
+    values: dict[str, Any] = conf_options.split(pairs, shared_conf)
     if "keystone" in values:
         raise BenchError(
             f"{flag}: give the Keystone SPEC with --{flag.split('-')[2]}, not keystone="
@@ -307,12 +318,15 @@ def side_deployments(args: argparse.Namespace) -> tuple[dict[str, Deployment], d
         for f in verb_options.IDENTITY_FIELDS
         if getattr(args, f, None) is not None
     }
+    if Path(args.task).name == Path(CLOUD_TASK).name:
+        identity["cache"] = "memcached"  # a side's own option=value still wins
     deps = {
         side: side_deployment(
             specs[side],
             getattr(args, f"{side}_option", None) or [],
             f"--{side}-option",
             identity,
+            getattr(args, "conf", None) or (),
         )
         for side in SIDES
     }
@@ -463,7 +477,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     """The options of ``keystone-bench gate``."""
     add_baseline_arguments(parser)
     parser.add_argument("--candidate", required=True, metavar="SPEC")
-    parser.add_argument("--task", default="tasks/gate.yaml")
+    parser.add_argument(
+        "--task",
+        default=CLOUD_TASK,
+        help=f"default {CLOUD_TASK}: every token path, memcached on; the quick "
+        "two-path task: tasks/gate.yaml",
+    )
     parser.add_argument(
         "--rounds",
         type=boundary.positive_int,
@@ -516,6 +535,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
             action="append",
             default=[],
             metavar="KEY=VALUE",
-            help=f"a deployment setting of the {side} only, e.g. password_hash_rounds=12",
+            help=f"a deployment setting of the {side} only, e.g. password_hash_rounds=12, "
+            "or a keystone.conf one, e.g. token.provider=jws",
         )
     verb_options.add_identity_options(parser)
+    verb_options.add_set_option(parser)  # both sides; one side's: --candidate-option S.O=V

@@ -29,6 +29,19 @@ IDENTITY_FIELDS = (
 )
 
 
+def add_set_option(p: argparse.ArgumentParser) -> None:
+    """``--set SECTION.OPTION=VALUE``, repeatable: any keystone.conf setting."""
+    p.add_argument(
+        "--set",
+        dest="conf",
+        action="append",
+        default=None,
+        metavar="SECTION.OPTION=VALUE",
+        help="a keystone.conf setting, e.g. token.provider=jws (repeatable); checked "
+        "against the Keystone's own options before anything starts",
+    )
+
+
 def deployment(args: argparse.Namespace) -> Deployment:
     """The Deployment of a verb's deployment options; unset options keep their defaults."""
     names = [f.name for f in dataclasses.fields(Deployment)]
@@ -160,6 +173,7 @@ def _add_storage_options(p: argparse.ArgumentParser) -> None:
         "the worker (default 35 s: above SQLite's 30 s busy timeout)",
     )
     add_identity_options(p)
+    add_set_option(p)
 
 
 def on_off(text: str) -> bool:

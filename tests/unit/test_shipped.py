@@ -11,7 +11,7 @@ def test_default_tasks_resolve_from_an_empty_directory(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     gate = cli.build_parser().parse_args(["gate", "--baseline", "a", "--candidate", "b"])
     path = rally_task.task_file(gate.task)
-    assert path == shipped.DATA / "tasks" / "gate.yaml" and path.is_file()
+    assert path == shipped.DATA / "tasks" / "gate-cloud.yaml" and path.is_file()
     assert rally_task.task_file("token-suite.yaml").name == "token-suite.yaml"
     assert matrix.load_deployments("deployments/workers.yaml")
 

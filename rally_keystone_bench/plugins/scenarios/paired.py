@@ -27,14 +27,23 @@ from rally_keystone_bench.clients import credentials
 from rally_keystone_bench.clients.auth import SCOPES, UserAuth
 from rally_keystone_bench.clients.pool import shared_client
 from rally_keystone_bench.clients.tokens import Token, TokenRequestError
-from rally_keystone_bench.plugins.scenarios.tokens import ISSUE, MIN_TTL, VALIDATE, _TokenScenario
+from rally_keystone_bench.plugins.scenarios.tokens import (
+    CHECK,
+    ISSUE,
+    MIN_TTL,
+    VALIDATE,
+    _TokenScenario,
+)
 
 SIDES = ("baseline", "candidate")
 ACTIONS = {"issue": ISSUE, "validate": VALIDATE}
+# Token paths a side can take with its openrc alone (trusts and TOTP need contexts).
+PATHS = ("password", "token", "application_credential")
 
 _TARGETS: dict[str, dict[str, Any]] = {}
 _TOKENS: dict[tuple, Token] = {}
-_LOCK = threading.Lock()
+_PATH_AUTH: dict[tuple, tuple[UserAuth, Token | None]] = {}
+_LOCK = threading.RLock()  # _validate holds it while _path_auth takes it again
 _ORDER = random.Random()
 
 
@@ -54,6 +63,8 @@ def read_openrc(path: str) -> dict[str, Any]:
 
 @validation.add("enum", param_name="action", values=list(ACTIONS), missed=True)
 @validation.add("enum", param_name="scope", values=list(SCOPES), missed=True)
+@validation.add("enum", param_name="path", values=list(PATHS), missed=True)
+@validation.add("enum", param_name="method", values=["GET", "HEAD"], missed=True)
 @validation.add("file_exists", param_name="baseline")
 @validation.add("file_exists", param_name="candidate")
 @scenario.configure(name="KeystoneTokens.paired", platform="openstack")
@@ -65,6 +76,8 @@ class Paired(_TokenScenario):
         action: str = "issue",
         scope: str = "project",
         include_catalog: bool = True,
+        path: str = "password",
+        method: str = "GET",
     ) -> None:
         """The same token request to the baseline and to the candidate, in random order.
 
@@ -78,7 +91,12 @@ class Paired(_TokenScenario):
         :param candidate: the candidate deployment's openrc file
         :param action: issue or validate
         :param scope: issue: project, domain, system or unscoped
-        :param include_catalog: issue: ask for the catalog
+        :param include_catalog: ask for the catalog (issue, and validate with GET)
+        :param path: how the token is obtained: password, token (rescope an
+            unscoped token issued before the timer) or application_credential
+            (created once per process, before the timer)
+        :param method: validate: GET (keystone.validate_token) or HEAD
+            (keystone.check_token)
         """
         targets = {"baseline": baseline, "candidate": candidate}
         order = list(SIDES)
@@ -88,9 +106,9 @@ class Paired(_TokenScenario):
             credential = read_openrc(targets[side])
             try:
                 if action == "issue":
-                    self._issue(side, credential, scope, include_catalog)
+                    self._issue(side, credential, scope, include_catalog, path)
                 else:
-                    self._validate(side, credential)
+                    self._validate(side, credential, path, method, include_catalog)
             except TokenRequestError as exc:
                 errors.append(exc)
         self._report(
@@ -101,28 +119,65 @@ class Paired(_TokenScenario):
         if errors:
             raise errors[0]
 
-    def _issue(self, side: str, credential: dict, scope: str, include_catalog: bool) -> None:
+    def _issue(
+        self, side: str, credential: dict, scope: str, include_catalog: bool, path: str = "password"
+    ) -> None:
         client = shared_client(credential, purpose="paired-issue", per_thread=False)
         auth = UserAuth.from_credential(credential)
+        auth, source = _path_auth(client, auth, path)
         client.issue(
             auth,
-            "password",
+            path,
             scope,
             include_catalog,
+            token=source,
             timer=self._timer(side_action(side, ISSUE)),
         )
 
-    def _validate(self, side: str, credential: dict) -> None:
+    def _validate(
+        self,
+        side: str,
+        credential: dict,
+        path: str = "password",
+        method: str = "GET",
+        include_catalog: bool = False,
+    ) -> None:
         client = shared_client(credential, purpose="paired-validate", per_thread=False)
         auth = UserAuth.from_credential(credential)
         client.authorize(auth, scope="project", min_ttl=MIN_TTL)
-        key = (os.getpid(), credential["auth_url"])
+        key = (os.getpid(), credential["auth_url"], path)
         with _LOCK:
             token = _TOKENS.get(key)
             left = token.seconds_left() if token else None
             if token is None or (left is not None and left < MIN_TTL):
-                token = client.issue(auth, "password", "project", include_catalog=False).token
-                assert token is not None
-                _TOKENS[key] = token
+                issuer, source = _path_auth(client, auth, path)
+                found = client.issue(issuer, path, "project", include_catalog=False, token=source)
+                assert found.token is not None
+                token = _TOKENS[key] = found.token
+        if method == "HEAD":
+            client.check(token, timer=self._timer(side_action(side, CHECK)))
+            return
         timer = self._timer(side_action(side, VALIDATE))
-        client.validate(token, include_catalog=False, timer=timer)
+        client.validate(token, include_catalog=include_catalog, timer=timer)
+
+
+def _path_auth(client: Any, auth: UserAuth, path: str) -> tuple[UserAuth, Token | None]:
+    """What PATH authenticates with, prepared before any timer: (auth, token to rescope).
+
+    Kept per process and per side (both sides' admins have the same names).
+    """
+    if path == "password":
+        return auth, None
+    key = (os.getpid(), client.base_url, path)
+    with _LOCK:
+        found = _PATH_AUTH.get(key)
+        source = found[1] if found else None
+        left = source.seconds_left() if source else None
+        if found is None or (left is not None and left < MIN_TTL):
+            if path == "token":
+                unscoped = client.issue(auth, "password", "unscoped", include_catalog=False)
+                found = (auth, unscoped.token)
+            else:
+                found = (client.create_application_credential(auth, lifetime_s=7200), None)
+            _PATH_AUTH[key] = found
+        return found

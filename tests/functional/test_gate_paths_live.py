@@ -1,0 +1,33 @@
+"""gate with its default task: a verdict per token path, JWS on the candidate only.
+
+One Keystone release on both sides (SPEC ``keystone``: the cached
+environment), ``token.provider=jws`` on the candidate: the gate runs
+tasks/gate-cloud.yaml (memcached on both sides) and judges every workload.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from _bench_helpers import bench
+
+pytestmark = [pytest.mark.functional, pytest.mark.slow]  # two deployments, 6.5 min on 2 busy cores
+
+WORKLOADS = 8  # tasks/gate-cloud.yaml
+
+
+def test_jws_against_fernet_gets_a_verdict_per_token_path(tmp_path: Path) -> None:
+    proc = bench(
+        "gate", "--baseline", "keystone", "--candidate", "keystone",
+        "--candidate-option", "token.provider=jws", "--set", "identity.password_hash_rounds=4",
+        "--max-time", "1", "--reports-dir", str(tmp_path / "reports"),
+        cwd=tmp_path, timeout=1200,
+    )  # fmt: skip
+    assert proc.returncode in (0, 1, 3), proc.stdout[-3000:] + proc.stderr[-2000:]
+    (out,) = (tmp_path / "reports").iterdir()
+    data = json.loads((out / "gate.json").read_text())
+    labels = {a["workload"] for a in data["actions"]}
+    assert len(labels) == WORKLOADS, labels
+    assert "token.provider=jws" in json.dumps(data)  # the candidate's deployment line

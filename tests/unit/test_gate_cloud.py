@@ -1,0 +1,101 @@
+"""The gate's default task: every token path as its own named workload, memcached on."""
+
+from __future__ import annotations
+
+import types
+
+import jinja2
+import yaml
+from fake_keystone import FakeKeystone, serving
+
+from rally_keystone_bench import cli
+from rally_keystone_bench.driver import task as rally_task
+from rally_keystone_bench.plugins.scenarios import paired
+from rally_keystone_bench.verbs import gate
+
+
+def _render(name: str) -> dict:
+    text = rally_task.task_file(name).read_text()
+    return yaml.safe_load(jinja2.Template(text).render(baseline="/a", candidate="/b"))
+
+
+def test_the_default_task_is_the_clouds_and_the_quick_one_stays_by_name() -> None:
+    assert cli.build_parser().parse_args(["gate", "--baseline", "a", "--candidate", "b"]).task == (
+        gate.CLOUD_TASK
+    )
+    cloud, quick = _render(gate.CLOUD_TASK), _render("tasks/gate.yaml")
+    assert len(quick["subtasks"]) == 2
+    titles = [s["title"] for s in cloud["subtasks"]]
+    assert len(titles) == len(set(titles)) == 8  # a verdict per workload title
+    seen = {
+        (args["action"], args.get("path"), args.get("method", "-"), args.get("include_catalog"))
+        for s in cloud["subtasks"]
+        for args in [s["scenario"]["KeystoneTokens.paired"]]
+    }
+    assert {p for _, p, _, _ in seen} == set(paired.PATHS)
+    assert ("validate", "password", "HEAD", None) in seen
+    # 8 workloads of 18 s: the stated 2.4 minutes of load per round
+    durations = [s["runner"]["constant_for_duration"]["duration"] for s in cloud["subtasks"]]
+    assert sum(durations) == 144
+
+
+class _Recorder:
+    def __init__(self) -> None:
+        self.names: list[str] = []
+
+    def __call__(self, name: str):
+        import contextlib
+
+        self.names.append(name)
+        return contextlib.nullcontext()
+
+
+def _openrc(tmp_path, url: str, name: str):
+    path = tmp_path / name
+    path.write_text(
+        f"export OS_AUTH_URL={url}\nexport OS_USERNAME=admin\nexport OS_PASSWORD=pw\n"
+        "export OS_PROJECT_NAME=admin\nexport OS_USER_DOMAIN_NAME=Default\n"
+        "export OS_PROJECT_DOMAIN_NAME=Default\n"
+    )
+    return str(path)
+
+
+def test_a_rescoped_pair_sends_one_timed_request_to_each_side(tmp_path) -> None:
+    with serving(FakeKeystone()) as a, serving(FakeKeystone()) as b:
+        timed = _Recorder()
+        scenario = types.SimpleNamespace(_timer=lambda name: lambda: timed(name))
+        sides = {"baseline": a, "candidate": b}
+        creds = {s: paired.read_openrc(_openrc(tmp_path, k.url, s)) for s, k in sides.items()}
+        for side in sides:  # the first pair also gets each side's token to rescope
+            paired.Paired._issue(scenario, side, creds[side], "project", True, "token")
+        before = {side: len(k.requests) for side, k in sides.items()}
+        for side in sides:
+            paired.Paired._issue(scenario, side, creds[side], "project", True, "token")
+        # once set up, a pair is exactly one request to each side, each timed
+        assert {s: len(k.requests) - before[s] for s, k in sides.items()} == {
+            "baseline": 1,
+            "candidate": 1,
+        }
+        assert a.requests[-1]["body"]["auth"]["identity"]["methods"] == ["token"]
+        assert timed.names[-2:] == [
+            "baseline.keystone.issue_token",
+            "candidate.keystone.issue_token",
+        ]
+
+
+def test_each_path_validates_and_checks_with_one_timed_request(tmp_path) -> None:
+    with serving(FakeKeystone()) as a:
+        timed = _Recorder()
+        scenario = types.SimpleNamespace(_timer=lambda name: lambda: timed(name))
+        cred = paired.read_openrc(_openrc(tmp_path, a.url, "a"))
+        for path in ("password", "token"):
+            for method in ("GET", "HEAD"):
+                paired.Paired._validate(scenario, "baseline", cred, path, method, False)
+                before = len(a.requests)
+                paired.Paired._validate(scenario, "baseline", cred, path, method, False)
+                assert len(a.requests) - before == 1, (path, method)
+                assert a.requests[-1]["method"] == method
+        assert set(timed.names) == {
+            "baseline.keystone.validate_token",
+            "baseline.keystone.check_token",
+        }
