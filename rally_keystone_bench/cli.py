@@ -21,6 +21,7 @@ import rally_keystone_bench.verbs.matrix
 import rally_keystone_bench.verbs.mock
 import rally_keystone_bench.verbs.report
 import rally_keystone_bench.verbs.run
+import rally_keystone_bench.verbs.scale
 import rally_keystone_bench.verbs.tasks  # noqa: F401  (each verb module, as verbs.NAME)
 from rally_keystone_bench import boundary, errors, verbs
 
@@ -239,6 +240,7 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--reports-dir", default="reports")
     _add_deployment_options(run)
     run.set_defaults(func=verbs.run.main)
+    verbs.scale.add_parser(sub, _add_deployment_options)
 
     # report
     rep = sub.add_parser("report", help="summary.html and summary.json from a Rally result")
