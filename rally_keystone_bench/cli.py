@@ -23,6 +23,7 @@ import rally_keystone_bench.verbs.matrix
 import rally_keystone_bench.verbs.mock
 import rally_keystone_bench.verbs.report
 import rally_keystone_bench.verbs.run
+import rally_keystone_bench.verbs.scale
 import rally_keystone_bench.verbs.tasks  # noqa: F401  (each verb module, as verbs.NAME)
 from rally_keystone_bench import boundary, errors, verbs
 
@@ -52,6 +53,11 @@ def build_parser() -> argparse.ArgumentParser:
     verbs.run.add_arguments(run)
     verbs.run.add_trace_options(run)
     run.set_defaults(func=verbs.run.main)
+
+    # scale
+    scale = sub.add_parser("scale", help="sweep one data size and fit how token latency grows")
+    verbs.scale.add_arguments(scale)
+    scale.set_defaults(func=verbs.scale.main)
 
     # report
     rep = sub.add_parser("report", help="summary.html and summary.json from a Rally result")

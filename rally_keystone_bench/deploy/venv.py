@@ -19,7 +19,7 @@ import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
-from rally_keystone_bench.deploy import gitref
+from rally_keystone_bench.deploy import gitref, releases
 from rally_keystone_bench.errors import BenchError
 
 DEFAULT_SPEC = "keystone"
@@ -65,6 +65,9 @@ def env_slug(spec: str) -> str:
         sha = gitref.parse_spec(spec)[1]
         return f"keystone-git-{sha[:12]}-{hashlib.sha256(sha.encode()).hexdigest()[:10]}"
     key = str(Path(spec).resolve()) if is_local_checkout(spec) else spec.strip()
+    dated = None if is_local_checkout(spec) else releases.cutoff(spec, lookup=False)
+    if dated:  # built with the dependencies of its time: never the same env as before
+        key += f" uploaded-prior-to {dated} {' '.join(releases.caps(spec))}".rstrip()
     readable = re.sub(r"[^A-Za-z0-9_.=-]+", "_", Path(key).name if is_local_checkout(spec) else key)
     digest = hashlib.sha256(key.encode()).hexdigest()[:10]
     return f"{readable[:40]}-{digest}"
@@ -137,7 +140,7 @@ def ensure_keystone_env(
             log.write_text("")
             subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
             try:
-                _install_keystone(venv, spec, log)
+                _install(venv, spec, log, progress)
                 if not (venv / "bin" / "keystone-manage").exists():
                     # pip installed something: a tree that is not Keystone's.
                     raise BenchError(f"{spec} installed no keystone-manage: not a Keystone")
@@ -153,15 +156,66 @@ def ensure_keystone_env(
     return venv
 
 
-def _install_keystone(venv: Path, spec: str, log: Path) -> None:
-    """Keystone SPEC and uWSGI into VENV: a checkout editable, a commit from a worktree."""
+def _install(venv: Path, spec: str, log: Path, progress: Progress) -> None:
+    """Keystone SPEC and uWSGI; a commit from a worktree; an older release with the
+    dependencies of its day."""
     if gitref.is_spec(spec):
         # Not editable: the worktree is removed, the environment stays cached.
         with gitref.worktree(spec) as tree:
             _pip(venv, [str(tree), "uwsgi"], log)
         return
-    target = ["-e", str(Path(spec).resolve())] if is_local_checkout(spec) else [spec]
-    _pip(venv, [*target, "uwsgi"], log)
+    if is_local_checkout(spec):
+        _pip(venv, ["-e", str(Path(spec).resolve()), "uwsgi"], log)
+        return
+    dated = releases.cutoff(spec)
+    if dated is None:
+        _pip(venv, [spec, "uwsgi"], log)
+        return
+    progress(f"{spec}: with the packages published before {dated}")
+    _pip(venv, ["-U", releases.PIP_WITH_CUTOFF], log)
+    # Sdists of that day build with pbr, which imports pkg_resources: today's
+    # setuptools has none, so their build environments get an older one.
+    build = venv / "rkb-build-constraints.txt"
+    build.write_text(releases.BUILD_CONSTRAINTS)
+    args = [*releases.pypi_only(os.environ), "--uploaded-prior-to", dated]
+    args += ["--build-constraint", str(build)]
+    if releases.caps(spec):
+        pins = venv / "rkb-constraints.txt"
+        pins.write_text("".join(f"{c}\n" for c in releases.caps(spec)))
+        args += ["--constraint", str(pins)]
+    _pip(venv, [*args, spec], log)
+    _pip(venv, ["uwsgi"], log)  # our server, not Keystone's: today's
+    _add_wsgi_module(venv)
+
+
+# keystone.wsgi.api, as newer Keystones ship it (28.0.0 has it, 24.0.0 not); older
+# releases had only the keystone-wsgi-public script, whose body this is.
+WSGI_API = """\"\"\"WSGI entry point, added by rally-keystone-bench.\"\"\"
+
+from keystone.server import wsgi
+
+application = wsgi.initialize_public_application()
+"""
+
+
+def _add_wsgi_module(venv: Path) -> None:
+    """Give an older Keystone the keystone.wsgi.api module our servers load."""
+    found = subprocess.run(
+        [
+            str(venv / "bin" / "python"),
+            "-c",
+            "import keystone, os; print(os.path.dirname(keystone.__file__))",
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    package = Path(found.stdout.strip()) / "wsgi"
+    if (package / "api.py").exists():
+        return
+    package.mkdir(exist_ok=True)
+    (package / "__init__.py").touch()
+    (package / "api.py").write_text(WSGI_API)
 
 
 def _has_distribution(venv: Path, requirement: str) -> bool:

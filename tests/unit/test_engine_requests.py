@@ -20,13 +20,14 @@ from fake_keystone import FakeKeystone, serving
 from rally import api
 from rally_openstack.common.credential import OpenStackCredential
 
-from rally_keystone_bench import capacity
+from rally_keystone_bench import shipped
 from rally_keystone_bench.clients import pool
 from rally_keystone_bench.clients.session import DirectSession
 from rally_keystone_bench.clients.tokens import TokenClient
 from rally_keystone_bench.engines.locust import calls, setup
 from rally_keystone_bench.engines.locust import samples as sm
 from rally_keystone_bench.plugins.scenarios import tokens as scenarios
+from rally_keystone_bench.verdicts import capacity
 
 NAMES = {"username": "kb-u0", "password": "pw-24-characters-long-xx", "project_name": "kb-p"}
 SCENARIO_CLASSES = {
@@ -55,7 +56,7 @@ def keystone():
 
 def probe_workload(scenario: str) -> tuple[str, dict]:
     """The scenario name and arguments Rally's engine runs for SCENARIO (the probe task)."""
-    path = capacity.probe_task_path()
+    path = shipped.probe_task_path()
     settings = capacity.Settings(
         scenario=scenario, low=5, high=5, warmup=5, window=30, max_slope=1e6, precision=1
     )

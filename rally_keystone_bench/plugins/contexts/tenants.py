@@ -10,7 +10,7 @@ from rally.task import context
 
 from rally_keystone_bench.clients import admin as _admin
 from rally_keystone_bench.clients.retry import RetryStats
-from rally_keystone_bench.plugins.contexts import _base
+from rally_keystone_bench.plugins.contexts import _base, tree
 
 LOG = logging.getLogger(__name__)
 
@@ -106,9 +106,14 @@ class KeystoneTenants(_base.BenchContext):
             else:
                 to_create.append(name)
 
+        # keystone_project_tree (order 105) may have made a chain to hang them from
+        parent = {"parent_id": bench[tree.PARENT_KEY]} if bench.get(tree.PARENT_KEY) else {}
+
         def create(name: str) -> dict:
             try:
-                record = admin.create("projects", name, {"description": description}, domain_id)
+                record = admin.create(
+                    "projects", name, {"description": description, **parent}, domain_id
+                )
             except Exception:
                 self.uncertain.append(name)
                 raise

@@ -1,0 +1,194 @@
+"""The ``keystone-bench scale`` verb: how a token path's latency grows with a data size.
+
+One point per size: a fresh local Keystone, the data-size context at that
+size (tasks/data-sizes.yaml), the workload measured as ``run`` measures it,
+the Keystone stopped. Each point's p50/p95 and setup time are printed as it
+ends; then the cost per unit of size with its interval, and whether growth
+is flat, linear or faster (verdicts/growth.py). A point that saturates (too
+slow at p95, or failing) ends the sweep early, and the output says so.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+from typing import Any
+
+from rally_keystone_bench import boundary
+from rally_keystone_bench.deploy import venv
+from rally_keystone_bench.driver import targets
+from rally_keystone_bench.driver import task as rally_task
+from rally_keystone_bench.errors import BenchError, Interrupted
+from rally_keystone_bench.report import scale as report
+from rally_keystone_bench.verbs import options
+from rally_keystone_bench.verdicts import growth
+
+TASK = "data-sizes.yaml"
+ACTIONS = {
+    "validate": "keystone.validate_token",
+    "validate-catalog": "keystone.validate_token",
+    "authenticate": "keystone.issue_token",
+}
+EXIT_INCONCLUSIVE = 3
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    """The options of ``keystone-bench scale``."""
+    p.add_argument(
+        "--dimension",
+        required=True,
+        metavar="NAME",
+        help=f"the size swept: {', '.join(sorted(growth.DIMENSIONS))}",
+    )
+    p.add_argument(
+        "--values", required=True, metavar="N,N,...", help="the sizes, e.g. 0,1000,10000"
+    )
+    p.add_argument(
+        "--workload",
+        choices=sorted(ACTIONS),
+        default="validate",
+        help="what each point measures (default validate: GET /v3/auth/tokens of pooled tokens)",
+    )
+    p.add_argument("--times", type=boundary.positive_int, default=200, help="requests per point")
+    p.add_argument("--concurrency", type=boundary.positive_int, default=2)
+    p.add_argument(
+        "--max-p95-ms",
+        type=boundary.number_in(1.0),
+        default=2000.0,
+        help="a point slower than this at p95 (or under 99%% success) ends the sweep "
+        "(default 2000)",
+    )
+    p.add_argument("--reports-dir", default="reports")
+    options.add_deployment_options(p)
+
+
+def main(args: argparse.Namespace) -> int:
+    plan = growth.plan_sweep(args.dimension, args.values)
+    deployment = options.deployment(args)
+    deployment.validate()
+    task = rally_task.task_file(TASK)
+    limits = growth.Limits(max_p95=args.max_p95_ms / 1000)
+    action = ACTIONS[args.workload]
+    # Keystone's environment before the first point: a SPEC that does not
+    # install is bad input, said once, before any Keystone starts.
+    venv.ensure_keystone_env(deployment.keystone, progress=rally_task.progress)
+    out_dir, run_dir = rally_task.new_run_dirs(args.reports_dir)
+    print(f"scale: {plan.describe()}; {args.workload}, {args.times} requests per point")
+    sweep = Sweep(plan.dimension, action, deployment.describe())
+    try:
+        with rally_task.sigterm_as_interrupt():
+            for size in plan.values:
+                task_args = targets.identity_task_args(
+                    deployment,
+                    {
+                        "workload": args.workload,
+                        "times": args.times,
+                        "concurrency": args.concurrency,
+                        "sizes": plan.dimension.contexts(size),
+                    },
+                )
+                point_dir = run_dir / f"point-{size}"
+                with targets.prepared_env(point_dir, deployment=deployment) as env:
+                    outcome = rally_task.run_task(
+                        env.home, env.name, task, task_args, out_dir / f"point-{size}"
+                    )
+                if not sweep.add(size, outcome, limits, out_dir / f"point-{size}"):
+                    break
+    except Interrupted:
+        sweep.finish(out_dir, interrupted=True)
+        raise
+    finally:
+        rally_task.remove_if_empty(out_dir, run_dir)
+    return sweep.finish(out_dir)
+
+
+class Sweep:
+    """The points measured so far, printed as they come, and the verdict at the end."""
+
+    def __init__(self, dim: growth.Dimension, action: str, deployment: str) -> None:
+        self.dim, self.action, self.deployment = dim, action, deployment
+        self.points: list[growth.Point] = []
+        self.setups: list[float | None] = []
+        self.stopped: str | None = None
+        self.failed: str | None = None
+
+    def add(self, size: int, outcome: Any, limits: growth.Limits, where: Path) -> bool:
+        """Record one point (its reports in WHERE); False when the sweep must stop here."""
+        wl = outcome.workloads[0] if outcome.workloads else None
+        if wl is None or wl.iterations == 0:
+            self.failed = (
+                f"the point at {size:,} {self.dim.unit} gave no result "
+                f"(rally task start exited {outcome.rally_exit}; see {where})"
+            )
+            print(f"    {self.failed}")
+            return False
+        samples = wl.actions.get(self.action)
+        point = growth.Point(
+            size,
+            tuple(float(v) for v in samples.ok_durations()) if samples else (),
+            samples.success_percent if samples else 0.0,
+        )
+        setup = context_setup_seconds(outcome.json_report, self.dim.context)
+        self.points.append(point)
+        self.setups.append(setup)
+        print(report.point_line(self.dim, point, setup, counters_of(outcome)), flush=True)
+        why = growth.saturated(point, limits)
+        if why:
+            self.stopped = f"saturated at {size:,} {self.dim.unit}: {why}"
+            return False
+        return True
+
+    def finish(self, out_dir: Path, interrupted: bool = False) -> int:
+        """Print the verdict and write scale.json/html; the exit code."""
+        fit = None
+        measured = [p for p in self.points if p.latencies]
+        if len(measured) >= 2:
+            fit = growth.fit_growth(measured)
+        if self.stopped:
+            print(f"stopped early: {self.stopped}; the larger sizes were not run")
+        if fit is not None:
+            print(f"growth: {fit.sentence(self.dim)}")
+            print(f"    {fit.reason}")
+        else:
+            print("growth: not fitted: fewer than two points measured")
+        if self.points and out_dir.is_dir():
+            doc = report.summary(
+                self.dim, self.action, self.points, self.setups, fit, self.stopped, self.deployment
+            )
+            json_path, html_path = report.write(
+                out_dir, doc, report.chart(self.dim, self.action, self.points, fit)
+            )
+            print(f"reports: {html_path} {json_path}")
+        if interrupted:
+            return 0
+        if self.failed and fit is None:
+            raise BenchError(self.failed)
+        return 0 if fit is not None else EXIT_INCONCLUSIVE
+
+
+def context_setup_seconds(json_report: Path | None, context: str) -> float | None:
+    """How long CONTEXT's setup took, from Rally's JSON report (its contexts_results)."""
+    if json_report is None or not json_report.exists():
+        return None
+    try:
+        doc = json.loads(json_report.read_text())
+        results = doc["tasks"][0]["subtasks"][0]["workloads"][0]["contexts_results"]
+    except (ValueError, KeyError, IndexError):
+        return None
+    for ctx in results:
+        if ctx.get("plugin_name", "").split("@")[0] == context:
+            setup = ctx.get("setup") or {}
+            if setup.get("started_at") and setup.get("finished_at"):
+                return float(setup["finished_at"]) - float(setup["started_at"])
+    return None
+
+
+def counters_of(outcome: Any) -> str:
+    """Keystone-side counters of a point (SQL statements per request...), as a suffix.
+
+    The seam for the counters work (issue: counts from Keystone's side):
+    once it records them with a run's outcome, they are printed here, beside
+    each point's percentiles. Empty until then.
+    """
+    return ""

@@ -1,0 +1,50 @@
+"""keystone-bench scale on a real Keystone: a tiny sweep of revocation events."""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+
+import pytest
+
+pytestmark = pytest.mark.functional
+
+
+def test_a_tiny_revocation_sweep_prints_each_point_and_the_growth(tmp_path):
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "rally_keystone_bench.cli",
+            "scale",
+            "--dimension",
+            "revocation-events",
+            "--values",
+            "0,30",
+            "--times",
+            "20",
+            "--password-hash-rounds",
+            "4",
+            "--reports-dir",
+            str(tmp_path / "reports"),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=900,
+        cwd=tmp_path,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    out = proc.stdout
+    lines = [ln for ln in out.splitlines() if re.match(r"\s+\d+ revocation events\s+p50", ln)]
+    assert len(lines) == 2, out
+    assert re.search(r"^growth: [+-].* ms per 1,000 revocation events \(95% interval", out, re.M)
+    assert re.search(
+        r"(flat|linear|faster than linear|slower than linear)$",
+        out.split("growth:")[1].splitlines()[0],
+    )
+    doc = json.loads(next((tmp_path / "reports").glob("*/scale.json")).read_text())
+    assert [p["size"] for p in doc["points"]] == [0, 30]
+    assert all(p["samples"] == 20 and p["success_percent"] == 100 for p in doc["points"])
+    assert doc["points"][1]["setup_seconds"] > 0
