@@ -138,14 +138,15 @@ def open_connections(client: TokenClient, count: int) -> None:
 def source_token(client: TokenClient, auth: UserAuth, min_ttl: float) -> Token:
     """An unscoped token of AUTH's user, kept per process until fewer than MIN_TTL s are left."""
     key = (os.getpid(), auth.key())
-    token = _SOURCE_TOKENS.get(key)
-    left = token.seconds_left() if token else None
-    if token is None or (left is not None and left < min_ttl):
-        result = client.issue(auth, "password", "unscoped", include_catalog=False)
-        token = result.token
-        assert token is not None
-        _SOURCE_TOKENS[key] = token
-    return token
+    with _AUTH_LOCK:  # concurrent first iterations: one issues, the others wait for it
+        token = _SOURCE_TOKENS.get(key)
+        left = token.seconds_left() if token else None
+        if token is None or (left is not None and left < min_ttl):
+            result = client.issue(auth, "password", "unscoped", include_catalog=False)
+            token = result.token
+            assert token is not None
+            _SOURCE_TOKENS[key] = token
+        return token
 
 
 def application_credential(client: TokenClient, auth: UserAuth) -> UserAuth:

@@ -91,6 +91,14 @@ def test_authenticate_rescope_issues_its_source_token_once(keystone):
     assert keystone.count("POST") == 1 + 3
 
 
+def test_concurrent_rescopes_issue_one_source_token_between_them(keystone):
+    def iteration() -> None:
+        scenarios.Authenticate(_context(keystone)).run(method="token")
+
+    _in_threads(rounds=2, at_once=4, iteration=iteration)
+    assert keystone.count("POST") == 1 + 8
+
+
 def test_validate_times_each_validation_and_issues_its_token_before(keystone):
     scenario = scenarios.Validate(_context(keystone))
     scenario.run(repetitions=3)
