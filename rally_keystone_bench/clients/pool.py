@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import threading
+from collections.abc import Callable
 from typing import Any
 
 from rally_keystone_bench.clients.auth import UserAuth
@@ -22,13 +23,15 @@ _CLIENTS: dict[tuple, TokenClient] = {}
 _IDLE: dict[tuple, list[TokenClient]] = {}
 _SOURCE_TOKENS: dict[tuple, Token] = {}
 _APP_CREDENTIALS: dict[tuple, UserAuth] = {}
+_AUTH_TOKENS: dict[str, Token] = {}
 _LOCK = threading.Lock()
+_AUTH_LOCK = threading.Lock()  # held while a validator token is issued: one at a time
 
 
 def clear() -> None:
     """Forget every client, token and application credential this process keeps."""
     with _LOCK:
-        for held in (_CLIENTS, _IDLE, _SOURCE_TOKENS, _APP_CREDENTIALS):
+        for held in (_CLIENTS, _IDLE, _SOURCE_TOKENS, _APP_CREDENTIALS, _AUTH_TOKENS):
             held.clear()
 
 
@@ -136,14 +139,15 @@ def open_connections(client: TokenClient, count: int) -> None:
 def source_token(client: TokenClient, auth: UserAuth, min_ttl: float) -> Token:
     """An unscoped token of AUTH's user, kept per process until fewer than MIN_TTL s are left."""
     key = (os.getpid(), auth.key())
-    token = _SOURCE_TOKENS.get(key)
-    left = token.seconds_left() if token else None
-    if token is None or (left is not None and left < min_ttl):
-        result = client.issue(auth, "password", "unscoped", include_catalog=False)
-        token = result.token
-        assert token is not None
-        _SOURCE_TOKENS[key] = token
-    return token
+    with _AUTH_LOCK:  # concurrent first iterations: one issues, the others wait for it
+        token = _SOURCE_TOKENS.get(key)
+        left = token.seconds_left() if token else None
+        if token is None or (left is not None and left < min_ttl):
+            result = client.issue(auth, "password", "unscoped", include_catalog=False)
+            token = result.token
+            assert token is not None
+            _SOURCE_TOKENS[key] = token
+        return token
 
 
 def application_credential(client: TokenClient, auth: UserAuth) -> UserAuth:
@@ -159,3 +163,47 @@ def application_credential(client: TokenClient, auth: UserAuth) -> UserAuth:
             found = client.create_application_credential(auth, lifetime_s=7200)
             _APP_CREDENTIALS[key] = found
         return found
+
+
+def validator_auth(context: dict, user: dict | None = None) -> tuple[Any, UserAuth, str]:
+    """Whose X-Auth-Token validates the users' tokens: (credential, auth, scope).
+
+    The admin's when the context has an admin, else the user's own (USER, or
+    the iteration's): Keystone lets a user validate its own tokens.
+    """
+    credential = (context.get("admin") or {}).get("credential")
+    if not credential:
+        credential = (user or context["user"])["credential"]
+    auth = UserAuth.from_credential(credential)
+    scope = "project" if auth.project_name or auth.project_id else "system"
+    return credential, auth, scope
+
+
+def auth_token_key(credential: Any, auth: UserAuth, scope: str) -> str:
+    """A string naming a validator token, kept in the (copied) Rally context."""
+    return repr((credential["auth_url"], auth.key(), scope))
+
+
+def auth_token(
+    credential: Any,
+    auth: UserAuth,
+    scope: str,
+    min_ttl: float,
+    issue: Callable[[], Token],
+    preset: Token | None = None,
+) -> Token:
+    """The validator token every client of this process shares.
+
+    PRESET (the one the token_pool context issued before the load) is taken
+    first; ISSUE() is called only when neither it nor the token this process
+    holds has more than MIN_TTL seconds left, by one thread while the others
+    wait for its token. A new client then costs Keystone no token issue.
+    """
+    key = auth_token_key(credential, auth, scope)
+    with _AUTH_LOCK:
+        token = _AUTH_TOKENS.get(key) or preset
+        left = token.seconds_left() if token is not None else None
+        if token is None or (left is not None and left <= min_ttl):
+            token = issue()
+        _AUTH_TOKENS[key] = token
+        return token

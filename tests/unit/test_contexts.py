@@ -422,3 +422,30 @@ def test_setup_stops_on_a_hard_abort_whether_rally_says_aborting_or_aborted(
     monkeypatch.setattr(objects.Task, "get_status", staticmethod(lambda uuid: status))
     watch = _admin.AbortWatch("a-task-uuid")
     assert watch() is stops
+
+
+@pytest.mark.parametrize("admin", [True, False])
+def test_token_pool_issues_the_validators_token_before_the_load(keystone, admin):
+    from rally_keystone_bench.clients import pool as client_pool
+
+    def credential(name, project):
+        return {"auth_url": keystone.url, "username": name, "password": "pw",
+                "project_name": project, "user_domain_name": "Default",
+                "project_domain_name": "Default"}  # fmt: skip
+
+    users_ = [
+        {"id": f"u{i}", "tenant_id": "p1", "credential": credential(f"user{i}", "demo")}
+        for i in range(3)
+    ]
+    ctx = {"config": {"token_pool": {"tokens_per_user": 2}}, "users": users_}
+    if admin:
+        ctx["admin"] = {"credential": credential("admin", "admin")}
+    pool_ctx = token_pool.TokenPool(ctx)
+    pool_ctx.setup()
+    validators = ctx["token_pool"]["auth_tokens"]
+    # one validator token for the admin, else one per user (each validates its own)
+    assert len(validators) == (1 if admin else 3)
+    assert keystone.count("POST") == 3 * 2 + len(validators)
+    for user in users_:
+        cred, auth, scope = client_pool.validator_auth(dict(ctx, user=user), user)
+        assert client_pool.auth_token_key(cred, auth, scope) in validators

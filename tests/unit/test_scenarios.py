@@ -91,6 +91,14 @@ def test_authenticate_rescope_issues_its_source_token_once(keystone):
     assert keystone.count("POST") == 1 + 3
 
 
+def test_concurrent_rescopes_issue_one_source_token_between_them(keystone):
+    def iteration() -> None:
+        scenarios.Authenticate(_context(keystone)).run(method="token")
+
+    _in_threads(rounds=2, at_once=4, iteration=iteration)
+    assert keystone.count("POST") == 1 + 8
+
+
 def test_validate_times_each_validation_and_issues_its_token_before(keystone):
     scenario = scenarios.Validate(_context(keystone))
     scenario.run(repetitions=3)
@@ -138,9 +146,9 @@ def test_a_thread_per_iteration_reuses_clients_admin_token_and_connections(keyst
 
     _in_threads(rounds=5, at_once=3, iteration=iteration)
     assert done == [["keystone.validate_token"]] * 15
-    # 15 user tokens to validate, and at most one admin token per concurrent
-    # iteration: not one admin token (and two new connections) per thread.
-    assert 15 + 1 <= keystone.count("POST") <= 15 + 3
+    # 15 user tokens to validate, and one admin token for the process: a new
+    # client (one per concurrent iteration) takes the token the others hold.
+    assert keystone.count("POST") == 15 + 1
     assert keystone.connections <= 2 * 3
 
 
@@ -187,6 +195,38 @@ def test_validate_takes_tokens_from_the_token_pool(keystone, monkeypatch):
     scenario.run(repetitions=3)
     assert len(taken) == 3
     assert _names(scenario.atomic_actions()) == ["keystone.validate_token"] * 3
+
+
+def _issued_before(keystone: FakeKeystone, username: str, project: str) -> scenarios.Token:
+    client = scenarios.TokenClient(f"http://127.0.0.1:{keystone.server_address[1]}/v3")
+    auth = scenarios.UserAuth(username=username, password=f"{username}-pw", project_name=project)
+    return client.issue(auth, "password", "project", include_catalog=False).token
+
+
+def test_validate_sends_no_token_issue_when_the_context_prepared_them(keystone, monkeypatch):
+    """The token_pool context issues the validator's token before the load:
+    concurrent iterations (each leasing a client of its own) issue none."""
+    from rally_keystone_bench.plugins.contexts import token_pool
+
+    admin_token = _issued_before(keystone, "admin", "admin")
+    user_token = _issued_before(keystone, "alice", "demo")
+    monkeypatch.setattr(token_pool, "next_token", lambda ctx, client: user_token.value)
+    before = keystone.count("POST")
+    done = []
+
+    def iteration() -> None:
+        context = _context(keystone)
+        credential, auth, scope = pool.validator_auth(context)
+        key = pool.auth_token_key(credential, auth, scope)
+        context["token_pool"] = {"tokens": {}, "auth_tokens": {key: admin_token}}
+        scenario = scenarios.Validate(context)
+        scenario.run()
+        done.append(_names(scenario.atomic_actions()))
+
+    _in_threads(rounds=3, at_once=3, iteration=iteration)
+    assert done == [["keystone.validate_token"]] * 9
+    assert keystone.count("GET", "/v3/auth/tokens") == 9
+    assert keystone.count("POST") == before  # no token issued during the load
 
 
 def test_a_failed_validation_fails_its_atomic_action(keystone):

@@ -23,6 +23,7 @@ from rally.task import context
 
 from rally_keystone_bench.clients import admin as _admin
 from rally_keystone_bench.clients import auth as client_auth
+from rally_keystone_bench.clients import pool as client_pool
 from rally_keystone_bench.clients import tokens as tk
 from rally_keystone_bench.clients.retry import (
     KeystoneAdminError,
@@ -118,10 +119,15 @@ class TokenPool(context.Context):
         pool = SharedTokens((u["id"], [None] * self.config["tokens_per_user"]) for u in users)
         for user_id, index, token in results:
             pool[user_id][index] = token
+        auth_tokens = SharedTokens()
+        if not errors and not aborted:
+            auth_tokens = _validator_tokens(self.context, users, workers, stats, watch)
         self.context["token_pool"] = {
             "scope": scope,
             "min_ttl": float(self.config["min_ttl"]),
             "tokens": pool,
+            # the validators' X-Auth-Tokens (KeystoneTokens.validate, lifecycle)
+            "auth_tokens": auth_tokens,
         }
         bench = self.context.setdefault("keystone_bench", {"retries": {}})
         bench.setdefault("retries", {})[self.get_name()] = {"setup": stats.total}
@@ -179,6 +185,39 @@ def _client(credential: Any, workers: int) -> tk.TokenClient:
     )
 
 
+def _validator_tokens(
+    context: dict, users: list[dict], workers: int, stats: RetryStats, watch: Any
+) -> SharedTokens:
+    """The validators' X-Auth-Tokens, issued now so that no iteration issues one.
+
+    One for the admin when there is one, else one per user (each validates
+    its own tokens): keyed as clients.pool.auth_token_key names them.
+    """
+    seen: dict[str, tuple[Any, client_auth.UserAuth, str]] = {}
+    for user in users:
+        credential, auth, scope = client_pool.validator_auth(context, user)
+        key = client_pool.auth_token_key(credential, auth, scope)
+        seen.setdefault(key, (credential, auth, scope))
+    client = _client(next(iter(seen.values()))[0], workers)
+
+    def issue(key: str) -> tuple[str, tk.Token]:
+        credential, auth, scope = seen[key]
+        what = f"issue the validator's {scope}-scoped token for {credential['username']}"
+        return key, _issue_auth(client, auth, scope, stats, what)
+
+    results, errors, aborted = _admin.run_parallel(issue, list(seen), workers, watch)
+    if errors:
+        raise exceptions.ContextSetupFailure(
+            ctx_name=TokenPool.get_name(), msg=_base.describe_errors(errors)
+        )
+    if aborted:
+        raise exceptions.ContextSetupFailure(
+            ctx_name=TokenPool.get_name(), msg="task aborted during setup"
+        )
+    LOG.info(f"token_pool: {len(results)} validator tokens, issued before the load")
+    return SharedTokens(results)
+
+
 def _user_auth(user: dict) -> client_auth.UserAuth:
     auth = client_auth.UserAuth.from_credential(user["credential"])
     if user.get("tenant_id"):
@@ -189,8 +228,12 @@ def _user_auth(user: dict) -> client_auth.UserAuth:
 def _issue(client: tk.TokenClient, user: dict, scope: str, stats: RetryStats) -> tk.Token:
     """One token for USER, retrying transient failures; KeystoneAdminError otherwise."""
     what = f"issue a {scope}-scoped token for user {user['credential']['username']}"
-    auth = _user_auth(user)
+    return _issue_auth(client, _user_auth(user), scope, stats, what)
 
+
+def _issue_auth(
+    client: tk.TokenClient, auth: client_auth.UserAuth, scope: str, stats: RetryStats, what: str
+) -> tk.Token:
     def attempt() -> tk.Token:
         try:
             result = client.issue(auth, "password", scope, include_catalog=False)

@@ -106,17 +106,29 @@ class _TokenScenario(scenario.OpenStackScenario):
         """A client holding an X-Auth-Token allowed to validate the user's tokens.
 
         The admin's token when the environment has an admin, else the user's
-        own (Keystone lets a user validate its own tokens). Obtained before
-        any timer, and kept until it nears expiry.
+        own (Keystone lets a user validate its own tokens). The token_pool
+        context issues it before the load; every client of the process shares
+        it (a new client issues none) until it nears expiry.
         """
-        if self.context.get("admin", {}).get("credential"):
-            credential = self.context["admin"]["credential"]
-        else:
-            credential = self.context["user"]["credential"]
-        auth = UserAuth.from_credential(credential)
-        scope = "project" if auth.project_name or auth.project_id else "system"
+        credential, auth, scope = pool.validator_auth(self.context)
         client = self._lease(credential, "validate:" + repr(auth.key()), False)
-        client.authorize(auth, scope=scope, min_ttl=MIN_TTL)
+        preset = (self.context.get("token_pool") or {}).get("auth_tokens") or {}
+
+        def issue() -> Token:
+            token = client.issue(auth, "password", scope, include_catalog=False).token
+            assert token is not None
+            return token
+
+        token = pool.auth_token(
+            credential,
+            auth,
+            scope,
+            MIN_TTL,
+            issue,
+            preset=preset.get(pool.auth_token_key(credential, auth, scope)),
+        )
+        if client.auth_token is not token:
+            client.use_auth_token(token)
         pool.open_connections(client, 1)
         return client
 
