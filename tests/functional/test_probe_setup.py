@@ -13,9 +13,10 @@ from pathlib import Path
 
 import pytest
 
-from rally_keystone_bench import capacity, procstat, results
+from rally_keystone_bench import procstat, shipped
 from rally_keystone_bench.driver import task as rally_task
 from rally_keystone_bench.driver.rally import RallyHome, keystone_spec
+from rally_keystone_bench.verdicts import capacity, results
 
 pytestmark = pytest.mark.functional
 
@@ -44,7 +45,7 @@ def test_a_validate_probe_issues_no_token_during_its_load(small_keystone, tmp_pa
     args = settings.task_args(RATE)
     assert args["runner"] == "pooled_rps"
     run = rally_task.start_task(
-        home, "probe", capacity.probe_task_path(), args,
+        home, "probe", shipped.probe_task_path(), args,
         tmp_path / "rally.log", config=home.quiet_config(),
     )  # fmt: skip
     report = tmp_path / "probe.json"
