@@ -16,6 +16,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import urllib.error
 import urllib.request
 
 from rally_keystone_bench.errors import BenchError
@@ -134,6 +135,12 @@ def _pypi_upload_time(version: str) -> str | None:
     try:
         with urllib.request.urlopen(url, timeout=30) as resp:  # noqa: S310 (fixed https URL)
             files = json.load(resp).get("urls") or []
+    except urllib.error.HTTPError as exc:
+        if exc.code == 404:  # no such release: pip, asked for it plainly, says so itself
+            return None
+        raise BenchError(
+            f"keystone=={version}: its release date could not be read from PyPI ({exc})"
+        ) from None
     except Exception as exc:
         raise BenchError(
             f"keystone=={version}: its release date could not be read from PyPI ({exc})"
