@@ -82,6 +82,18 @@ def noise(seed: int, log: Path, enabled: bool = True) -> Iterator[None]:
             proc.wait()
 
 
+def insert_sleep(provider: Path) -> None:
+    """keystone/token/provider.py with 150 ms of sleep at the start of issue_token."""
+    text = provider.read_text()
+    head = "    def issue_token(\n"
+    at = text.index(head)
+    body = text.index("):\n", at) + len("):\n")
+    if text[body:].lstrip().startswith('"""'):  # after the docstring, if any
+        doc_end = text.index('"""', text.index('"""', body) + 3) + 4
+        body = doc_end
+    provider.write_text(text[:body] + SLEEP_PATCH + text[body:])
+
+
 def patched_tree(work: Path) -> Path:
     """keystone 30.0.0's sdist, unpacked, with 150 ms of sleep in token issue."""
     tree = work / "keystone-30.0.0-sleep150"
@@ -100,15 +112,7 @@ def patched_tree(work: Path) -> Path:
     with tarfile.open(archive) as tar:
         tar.extractall(work, filter="data")
     (work / "keystone-30.0.0").rename(tree)
-    provider = tree / "keystone" / "token" / "provider.py"
-    text = provider.read_text()
-    head = "    def issue_token(\n"
-    at = text.index(head)
-    body = text.index("):\n", at) + len("):\n")
-    if text[body:].lstrip().startswith('"""'):  # after the docstring, if any
-        doc_end = text.index('"""', text.index('"""', body) + 3) + 4
-        body = doc_end
-    provider.write_text(text[:body] + SLEEP_PATCH + text[body:])
+    insert_sleep(tree / "keystone" / "token" / "provider.py")
     (tree / ".gate-noise-patched").write_text("")
     return tree
 

@@ -138,16 +138,11 @@ def test_run_shows_sql_counts_and_a_flame_graph_and_leaves_nothing(tmp_path):
 
 @pytest.mark.slow
 def test_the_150_ms_tree_names_the_sleep_under_the_issue_handler(tmp_path):
-    import importlib.util
+    from _patched_trees import gate_noise
 
     from rally_keystone_bench.deploy import venv
 
-    spec = importlib.util.spec_from_file_location(
-        "gate_noise", ROOT / "benchmarks" / "gate_noise.py"
-    )
-    gate_noise = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(gate_noise)
-    tree = gate_noise.patched_tree(venv.cache_root() / "trees")
+    tree = gate_noise().patched_tree(venv.cache_root() / "trees")
     proc = bench(
         "gate", "--baseline", "keystone", "--candidate", str(tree),
         "--task", str(ROOT / "tasks" / "gate.yaml"),

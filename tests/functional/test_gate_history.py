@@ -19,11 +19,11 @@ from pathlib import Path
 
 import pytest
 from _bench_helpers import bench, live_pids, states
+from _patched_trees import gate_noise
 
 pytestmark = [pytest.mark.functional, pytest.mark.slow]
 ROOT = Path(__file__).resolve().parents[2]
 RELEASE = "30.0.0"
-SLEEP = "        import time as _t  # the change under test: it waits\n        _t.sleep(0.15)\n"
 GIT_ENV = {"GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@example.org",
            "GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@example.org"}  # fmt: skip
 
@@ -33,16 +33,6 @@ def git(repo: Path, *args: str) -> str:
     proc = subprocess.run(["git", "-C", str(repo), *args], capture_output=True, text=True, env=env)
     assert proc.returncode == 0, proc.stderr
     return proc.stdout.strip()
-
-
-def with_sleep(provider: Path) -> str:
-    """provider.py's text with 150 ms of sleep at the start of issue_token."""
-    text = provider.read_text()
-    at = text.index("    def issue_token(")
-    body = text.index("):\n", at) + len("):\n")
-    if text[body:].lstrip().startswith('"""'):
-        body = text.index('"""', text.index('"""', body) + 3) + 4
-    return text[:body] + SLEEP + text[body:]
 
 
 @pytest.fixture(scope="module")
@@ -61,7 +51,7 @@ def repo(tmp_path_factory) -> Path:
     git(tree, "commit", "-q", "-m", f"Keystone {RELEASE}")
     git(tree, "tag", RELEASE)
     provider = tree / "keystone" / "token" / "provider.py"
-    provider.write_text(with_sleep(provider))
+    gate_noise().insert_sleep(provider)
     git(tree, "commit", "-q", "-am", "Sleep 150 ms in token issue")
     return tree
 
