@@ -21,6 +21,7 @@ from markupsafe import Markup
 from rally_keystone_bench.report import svg
 from rally_keystone_bench.report.render import environment
 from rally_keystone_bench.verdicts.capacity import (
+    CLIENT_BOUND,
     ERRORS,
     GENERATOR,
     GENERATOR_SHARE,
@@ -59,6 +60,7 @@ def build_summary(
             "status": outcome.status,
             "limited_by": outcome.limited_by,
             "confirmed": outcome.confirmed,
+            "n_spread_rps": list(outcome.spread) if outcome.spread else None,
             "message": outcome.message,
         },
         "probes": [p.to_json() for p in outcome.probes],
@@ -74,6 +76,7 @@ VERDICT_COLORS = {
     SLOPE: "#d9822b",
     SATURATED: "#8e44ad",
     GENERATOR: "#888888",
+    CLIENT_BOUND: "#aaaaaa",
 }
 
 

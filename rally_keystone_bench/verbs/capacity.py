@@ -8,6 +8,7 @@ that an overloaded probe is stopped early.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import dataclasses
 import datetime
 import math
@@ -19,11 +20,12 @@ from typing import Any
 from rally_keystone_bench import boundary, shipped
 from rally_keystone_bench.driver import targets
 from rally_keystone_bench.driver import task as rally_task
+from rally_keystone_bench.driver.probe_evidence import ProbeEvidence
 from rally_keystone_bench.driver.rally import RallyHome
 from rally_keystone_bench.errors import BenchError
 from rally_keystone_bench.report import capacity as capacity_report
 from rally_keystone_bench.verbs import options
-from rally_keystone_bench.verdicts import capacity, results
+from rally_keystone_bench.verdicts import capacity, keystone_side, results
 from rally_keystone_bench.verdicts.capacity import fmt
 
 SLOTS_FULL = "every iteration slot in flight"
@@ -187,8 +189,13 @@ class RallyProber:
         out_dir: Path,
         say: Callable[[str], None] = rally_task.progress,
         extra_args: dict[str, Any] | None = None,
+        evidence: ProbeEvidence | None = None,
     ) -> None:
         self.home, self.env, self.settings = home, env, settings
+        # Keystone's access log and the machine's CPU (None: the client's figures alone)
+        self.evidence = evidence
+        self.reference: keystone_side.KeystoneSide | None = None  # at the lowest passing rate
+        self.reference_rate: float | None = None
         self.out_dir = out_dir
         # Task arguments beside the probe's own (an LDAP deployment's ldap_domain).
         self.extra_args = dict(extra_args or {})
@@ -235,6 +242,21 @@ class RallyProber:
             raise BenchError(f"{what} ran no workload (a context failed?); see {log_path}")
         return run, json_path, workloads[0]
 
+    def _sampling(self) -> contextlib.AbstractContextManager:
+        if self.evidence is None:
+            return contextlib.nullcontext([None])
+        return self.evidence.sampling()
+
+    def _judge_side(
+        self, probe: capacity.Probe, span: tuple[float, float], requests: list, machine: Any
+    ) -> None:
+        """Keystone's figures over SPAN (epoch seconds) and the machine's, added to PROBE."""
+        side = keystone_side.keystone_side(requests, *span, self.settings.scenario)
+        capacity.judge_keystone_side(probe, side, self.reference, machine)
+        if probe.passed and side is not None and side.p95 is not None:
+            if self.reference_rate is None or probe.rps < self.reference_rate:
+                self.reference, self.reference_rate = side, probe.rps
+
     def _record(self, probe: capacity.Probe) -> None:
         self.done.append(probe)
         if probe.passed:
@@ -255,15 +277,23 @@ class RallyProber:
             f"probe {k} of about {about} ({role}): {fmt(rps)} rps, {probe.planned} iterations "
             f"over {s.warmup + s.window:g} s; elapsed {elapsed}"
         )
+        if role.startswith("repeat") and self.evidence is not None:
+            self.evidence.wait_quiet()
         t0 = time.monotonic()
         task_args = s.task_args(rps)
         watcher = ProbeWatcher(task_args, s.abort_on_sla_failure, self.say, k, probe.planned)
-        run, json_path, wl = self._run(f"probe-{k:02d}-{fmt(rps)}rps", task_args, watcher)
+        with self._sampling() as machine:
+            run, json_path, wl = self._run(f"probe-{k:02d}-{fmt(rps)}rps", task_args, watcher)
         probe.stopped_for = run.stopped_for
         probe.slots_full = probe.stopped_for == SLOTS_FULL
         probe.task_uuid = run.uuid
         probe.report = str(json_path)
         capacity.judge(probe, wl, s)
+        if wl.iterations:
+            begin = float(wl.iteration_started.min()) + s.warmup
+            end = float((wl.iteration_started + wl.iteration_duration).max())
+            requests = self.evidence.requests() if self.evidence is not None else []
+            self._judge_side(probe, (begin, end), requests, machine[0])
         probe.elapsed = time.monotonic() - t0
         self._record(probe)
         why = f"; stopped: {probe.stopped_for}" if probe.stopped_for else ""
@@ -289,8 +319,8 @@ class RallyProber:
         elapsed = elapsed_text(time.monotonic() - self.started)
         self.say(
             f"probe {k} of about {max(self.expected, k)} (ramp): "
-            f"{', '.join(fmt(r) for r in rates)} rps, {s.ramp_step_s:g} s each after "
-            f"{s.warmup:g} s of warm-up; elapsed {elapsed}"
+            f"{', '.join(fmt(r) for r in rates)} rps, {s.describe_ramp(rates)}; "
+            f"elapsed {elapsed}"
         )
         t0 = time.monotonic()
         watcher = ProbeWatcher(
@@ -302,7 +332,9 @@ class RallyProber:
             steps=steps,
             slots_for=s.ramp_slots,
         )
-        run, json_path, wl = self._run(f"probe-{k:02d}-ramp", task_args, watcher)
+        with self._sampling() as machine:
+            run, json_path, wl = self._run(f"probe-{k:02d}-ramp", task_args, watcher)
+        requests = self.evidence.requests() if self.evidence is not None else []
         zero = capacity.ramp_zero(wl)
         parts = []
         begin = 0.0
@@ -312,9 +344,9 @@ class RallyProber:
             part = capacity.step_workload(wl, zero + lo - half, zero + begin - half)
             if part.iterations == 0:
                 break  # the run stopped before this step
-            parts.append((rate, begin - lo, part))
+            parts.append((rate, begin - lo, part, (zero + lo - half, zero + begin - half)))
         out: list[capacity.Probe] = []
-        for i, (rate, seconds, part) in enumerate(parts):
+        for i, (rate, seconds, part, span) in enumerate(parts):
             probe = capacity.Probe(
                 k,
                 f"ramp {i + 1}/{len(rates)}",
@@ -333,6 +365,7 @@ class RallyProber:
                 behind = "behind" in probe.stopped_for
                 probe.verdict = capacity.GENERATOR if behind else capacity.SATURATED
                 probe.reason = f"the ramp stopped here: {probe.stopped_for}"
+            self._judge_side(probe, span, requests, machine[0])
             self._record(probe)
             out.append(probe)
             self.say(
@@ -418,7 +451,10 @@ def main(args: argparse.Namespace) -> int:
                     target = targets.describe(args.target, env.auth_url, mock)
                     rally_task.progress(f"target: {target}")
                     ldap = targets.identity_task_args(deployment, {})
-                    prober = RallyProber(env.home, env.name, settings, out_dir, extra_args=ldap)
+                    evidence = ProbeEvidence(env.keystone_dir, say)
+                    prober = RallyProber(
+                        env.home, env.name, settings, out_dir, extra_args=ldap, evidence=evidence
+                    )
                     probers.append(prober)
                     ramp = prober.ramp if settings.ramp else None
                     outcome = capacity.find_capacity(

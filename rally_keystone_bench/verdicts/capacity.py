@@ -21,6 +21,11 @@ in this order:
   ``max_slope`` seconds per second past the warm-up;
 * ``ok``.
 
+A ``degraded (saturated)`` or ``(slope)`` probe is looked at from
+Keystone's side too (its access log, verdicts/keystone_side.py): when
+Keystone's own times stayed flat and its workers were not busy while the
+client's waits grew, it is ``generator- or setup-bound`` and bounds no N.
+
 The achieved rate is that of iteration *starts* in the window (after the
 warm-up): ``(starts - 1) / (last start - first start)``. Starting
 iterations on time is the generator's whole job; counting only successful
@@ -35,7 +40,8 @@ is left on a linear scale, the probe rates on a grid of --precision (with
 --no-ramp, the whole range); a probe above N fails early under
 --abort-on-sla-failure, so a high guess is cheap. It then repeats N and
 N + precision ("confirm"); when a confirmation contradicts the search, it
-resumes from there (two rounds at most).
+resumes from there (two rounds at most), then repeats what still disagrees
+(verdicts/repeats.py) and gives N with its spread.
 """
 
 from __future__ import annotations
@@ -47,7 +53,8 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from rally_keystone_bench.verdicts import stats, trend
+from rally_keystone_bench.verdicts import keystone_side, stats, trend
+from rally_keystone_bench.verdicts.keystone_side import CLIENT_BOUND, KeystoneSide, Machine
 from rally_keystone_bench.verdicts.ramps import (  # noqa: F401 (the search's names)
     RAMP_STEPS,
     REFINE_STEPS,
@@ -56,6 +63,7 @@ from rally_keystone_bench.verdicts.ramps import (  # noqa: F401 (the search's na
     refine_rates,
     step_workload,
 )
+from rally_keystone_bench.verdicts.repeats import full_probes, settle
 from rally_keystone_bench.verdicts.results import Workload
 
 # scenario argument -> (Rally scenario, timed atomic action)
@@ -82,12 +90,14 @@ ENGINES = ("rally", "locust")
 LATENCY_BUDGET_S = 5.0  # max_concurrency = rps * this: slots for 5 s of latency
 MIN_CONCURRENCY = 20
 CONFIRM_ROUNDS = 2
+MIN_STEP_REQUESTS = 30  # a ramp step's requests at least: the slope test's most points
 
 OK = "ok"
 ERRORS = "degraded (errors)"
 SLOPE = "degraded (slope)"
 SATURATED = "degraded (saturated)"
 GENERATOR = "generator-limited"
+LOWER_BOUNDS = (GENERATOR, CLIENT_BOUND)  # verdicts that leave N a lower bound
 
 
 # -- settings ------------------------------------------------------------------
@@ -116,6 +126,20 @@ class Settings:
         """
         return max(5.0, self.window / 6)
 
+    def ramp_step_seconds(self, rps: float) -> float:
+        """Seconds of a ramp's step at RPS: ramp_step_s, long enough for MIN_STEP_REQUESTS."""
+        return max(self.ramp_step_s, float(math.ceil(MIN_STEP_REQUESTS / rps)))
+
+    def describe_ramp(self, rates: Sequence[float]) -> str:
+        """How long the ramp's steps are, as the progress line states it."""
+        longer = [(r, self.ramp_step_seconds(r)) for r in rates]
+        longer = [(r, t) for r, t in longer if t > self.ramp_step_s]
+        slow = f"; {', '.join(f'{t:g} s at {fmt(r)}' for r, t in longer)}" if longer else ""
+        return (
+            f"{self.ramp_step_s:g} s a step and {MIN_STEP_REQUESTS} requests at least for "
+            f"the slope{slow}, after {self.warmup:g} s of warm-up"
+        )
+
     def ramp_slots(self, rps: float) -> int:
         """In-flight iterations at which a ramp stops in a step of RPS (2 s of answers)."""
         return max(MIN_CONCURRENCY, int(math.ceil(rps * RAMP_LATENCY_S)))
@@ -133,8 +157,8 @@ class Settings:
 
     def ramp_steps(self, rates: Sequence[float]) -> list[tuple[float, float]]:
         """(rate, seconds) of the ramp through RATES; the first step carries the warm-up."""
-        step_s = self.ramp_step_s
-        return [(rates[0], self.warmup + step_s)] + [(r, step_s) for r in rates[1:]]
+        first = self.warmup + self.ramp_step_seconds(rates[0])
+        return [(rates[0], first)] + [(r, self.ramp_step_seconds(r)) for r in rates[1:]]
 
     def min_iterations(self, rps: float) -> int:
         """Points the slope needs past the warm-up: half the window's, 3 to 30."""
@@ -197,6 +221,14 @@ class Probe:
     elapsed: float = 0.0
     slots_full: bool = False  # every slot was seen in flight while the probe ran
     stopped_for: str | None = None  # why the probe was stopped early
+    # Keystone's side of the window (its access log) and the machine (/proc)
+    server_requests: int = 0
+    server_p95: float | None = None
+    server_busy: float | None = None  # the workers' busy share of the window
+    setup_requests: int = 0  # token requests the scenario did not send
+    other_cpu: float | None = None  # cores of other processes' CPU while it ran
+    other_swing: float | None = None
+    steal: float | None = None
     task_uuid: str | None = None
     report: str | None = None
 
@@ -330,6 +362,37 @@ def judge(probe: Probe, wl: Workload, settings: Settings) -> Probe:
     return probe
 
 
+def judge_keystone_side(
+    probe: Probe,
+    side: KeystoneSide | None,
+    reference: KeystoneSide | None,
+    machine: Machine | None = None,
+) -> Probe:
+    """Add Keystone's figures (SIDE) and the machine's to PROBE; re-judge a degradation.
+
+    A probe degraded by its client waits while Keystone's own times stayed
+    flat next to REFERENCE's (the lowest rate that passed) and its workers
+    were not busy is :data:`CLIENT_BOUND`: the waits were the generator's or
+    the setup's, and the probe does not bound N.
+    """
+    if machine is not None:
+        probe.other_cpu, probe.other_swing = machine.other, machine.other_swing
+        probe.steal = machine.steal
+    if side is None:
+        return probe
+    probe.server_requests, probe.server_p95 = side.requests, side.p95
+    probe.server_busy, probe.setup_requests = side.busy, side.setup
+    if probe.verdict in (SATURATED, SLOPE):
+        waits = [v for v in (probe.p95, probe.resp_p99) if v is not None]
+        why = keystone_side.client_bound(max(waits, default=None), side, reference)
+        if why:
+            probe.reason = f"{why}; by the client alone: {probe.verdict}, {probe.reason}"
+            probe.verdict = CLIENT_BOUND
+            return probe
+    probe.reason = f"{probe.reason}; {side.describe()}"
+    return probe
+
+
 def _known(action: Any) -> np.ndarray:
     return np.isfinite(action.intended)
 
@@ -349,6 +412,7 @@ class Outcome:
     confirmed: bool = False
     message: str = ""
     probes: list[Probe] = dataclasses.field(default_factory=list)
+    spread: tuple[float, float] | None = None  # N's range across disagreeing repeats
 
     @property
     def exit_code(self) -> int:
@@ -408,6 +472,9 @@ def _bracket(
         steps = ramp(rates)
         probes.extend(steps)
         for step in steps:
+            if step.verdict == CLIENT_BOUND:
+                say(f"ramp: {fmt(step.rps)} rps was {CLIENT_BOUND}: it does not bound N")
+                break
             if not step.passed:
                 hi, hi_probe = step.rps, step
                 break
@@ -419,36 +486,31 @@ def _bracket(
 
 
 def _outcome(
-    n: float, hi_probe: Probe | None, confirmed: bool, settings: Settings, probes: list[Probe]
+    n: float,
+    hi_probe: Probe | None,
+    confirmed: bool,
+    settings: Settings,
+    probes: list[Probe],
+    spread: tuple[float, float] | None = None,
 ) -> Outcome:
     """The search's result: N found, or a lower bound (--high, or the generator's limit)."""
     if hi_probe is None:
-        return Outcome(
-            n,
-            "lower bound",
-            "--high",
-            confirmed,
-            f"N >= {fmt(n)} rps: no degradation up to --high {fmt(settings.high)}",
-            probes,
+        status, limited = "lower bound", "--high"
+        message = f"N >= {fmt(n)} rps: no degradation up to --high {fmt(settings.high)}"
+    elif hi_probe.verdict in LOWER_BOUNDS:
+        status, limited = "lower bound", "generator"
+        message = (
+            f"N >= {fmt(n)} rps, {hi_probe.verdict} at {fmt(hi_probe.rps)} rps ({hi_probe.reason})"
         )
-    if hi_probe.verdict == GENERATOR:
-        return Outcome(
-            n,
-            "lower bound",
-            "generator",
-            confirmed,
-            f"N >= {fmt(n)} rps, generator-limited at {fmt(hi_probe.rps)} rps ({hi_probe.reason})",
-            probes,
-        )
-    note = "" if confirmed else " (not confirmed: the repeats disagreed)"
-    return Outcome(
-        n,
-        "found",
-        None,
-        confirmed,
-        f"N = {fmt(n)} rps; {fmt(hi_probe.rps)} rps is {hi_probe.verdict}{note}",
-        probes,
-    )
+    else:
+        note = ""
+        if spread is not None and spread[0] != spread[1]:
+            note = f" ({fmt(spread[0])}-{fmt(spread[1])} rps across repeats)"
+        elif not confirmed:
+            note = " (not confirmed: the repeats disagreed)"
+        status, limited = "found", None
+        message = f"N = {fmt(n)} rps{note}; {fmt(hi_probe.rps)} rps is {hi_probe.verdict}"
+    return Outcome(n, status, limited, confirmed, message, probes, spread)
 
 
 def find_capacity(
@@ -470,7 +532,10 @@ def find_capacity(
 
     def run(rate: float, role: str) -> Probe:
         p = probe(rate, role)
+        earlier = full_probes(probes, rate)  # the last probe of this rate, if it disagrees
         probes.append(p)
+        if earlier and earlier[-1].passed != p.passed and not role.startswith("search"):
+            say(keystone_side.moved(earlier[-1], p))
         return p
 
     def fail_above(rate: float) -> tuple[float, Probe | None]:
@@ -489,7 +554,10 @@ def find_capacity(
             else:
                 hi, hi_probe = p.rps, p
         if _round == CONFIRM_ROUNDS:
-            break  # no confirmation left: N stays unconfirmed
+            if hi_probe is None or hi_probe.verdict in LOWER_BOUNDS:
+                break  # nothing to settle: N stays unconfirmed
+            lo, hi_probe, spread = settle(lo, settings, run, probes, say)
+            return _outcome(lo, hi_probe, True, settings, probes, spread)
         pn = run(lo, "confirm N")
         if not pn.passed:
             if lo <= settings.low + eps:

@@ -238,9 +238,11 @@ def test_a_confirmation_of_n_plus_1_that_passes_resumes_the_search_above():
     ]
 
 
-def test_repeats_that_keep_disagreeing_end_unconfirmed():
+def test_repeats_that_keep_disagreeing_give_n_with_its_spread():
     out = find_capacity(SETTINGS, Model(50, flaky=[50, 51]), say=lambda s: None)
-    assert out.status == "found"
+    assert out.status == "found" and out.n == 50 and out.confirmed
+    assert out.spread == (49, 51)  # 50 failed once, 51 passed once
+    assert out.message == "N = 50 rps (49-51 rps across repeats); 51 rps is degraded (slope)"
     assert len(out.probes) < 25
 
 
@@ -505,8 +507,9 @@ def test_the_ramp_task_runs_pooled_rps_through_the_steps_without_a_slope_sla():
     args = RAMPED.ramp_task_args([1, 15, 29])
     (subtask,) = yaml.safe_load(text.render(**args))["subtasks"]
     runner = subtask["runner"]["pooled_rps"]
-    assert runner["rps"] == {"steps": [[1, 15.0], [15, 5.0], [29, 5.0]]}
-    assert runner["times"] == 15 + 75 + 145 and runner["max_concurrency"] == 145
+    # 1 rps holds its step for 30 s: the slope test's 30 requests
+    assert runner["rps"] == {"steps": [[1, 40.0], [15, 5.0], [29, 5.0]]}
+    assert runner["times"] == 40 + 75 + 145 and runner["max_concurrency"] == 145
     assert set(subtask["sla"]) == {"failure_rate"}
 
 

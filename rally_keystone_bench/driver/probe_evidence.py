@@ -1,0 +1,96 @@
+"""Keystone's side of capacity probes, and the machine while they ran: the reading.
+
+For a local Keystone: its access log (every request's start, method, path,
+status, server time and worker pid) and its process tree, from its run
+directory. For every target: the gate's /proc sampler (procstat.Sampler)
+around each probe, giving other processes' CPU and steal. The arithmetic
+on both lives in verdicts/keystone_side.py.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+from rally_keystone_bench import procstat
+from rally_keystone_bench.verdicts import keystone_side
+from rally_keystone_bench.verdicts.keystone_side import LoggedRequest, Machine
+
+SAMPLE_S = 1.0  # the sampler's interval during a probe (the gate's is 0.5 s)
+QUIET_LOOK_S = 5.0  # one look at the machine before a repeat
+QUIET_WAIT_S = 90.0  # the longest wait for a quiet machine before a repeat runs anyway
+
+
+def read_requests(path: Path) -> list[LoggedRequest]:
+    """Keystone's access log: ``epoch-ms method uri status micros pid`` per line."""
+    out = []
+    try:
+        lines = Path(path).read_text(errors="replace").splitlines()
+    except OSError:
+        return out
+    for line in lines:
+        f = line.split()
+        if len(f) < 6:
+            continue
+        try:
+            out.append(
+                LoggedRequest(int(f[0]) / 1000.0, int(f[-2]) / 1e6, int(f[-1]), int(f[-3]),
+                              f[1], f[2])
+            )  # fmt: skip
+        except ValueError:
+            continue
+    return out
+
+
+def keystone_pids(keystone_dir: Path) -> list[int]:
+    """The pids a local Keystone's state.json records (servers, cache, directory)."""
+    with contextlib.suppress(OSError, ValueError, AttributeError, TypeError):
+        state = json.loads((keystone_dir / "state.json").read_text())
+        return [int(p) for p in (state.get("pids") or {}).values()]
+    return []
+
+
+class ProbeEvidence:
+    """Reads KEYSTONE_DIR's access log (when there is one) and samples the machine."""
+
+    def __init__(self, keystone_dir: Path | None, say: Callable[[str], None]) -> None:
+        self.access_log = keystone_dir / "access.log" if keystone_dir is not None else None
+        self.trees = {"keystone": keystone_pids(keystone_dir)} if keystone_dir else {}
+        self.say = say
+
+    def requests(self) -> list[LoggedRequest]:
+        """Every request Keystone has logged so far ([] without an access log)."""
+        return read_requests(self.access_log) if self.access_log is not None else []
+
+    @contextlib.contextmanager
+    def sampling(self) -> Iterator[list[Machine | None]]:
+        """Samples the machine while the block runs; the list then holds what it saw."""
+        got: list[Machine | None] = [None]
+        sampler = procstat.Sampler(self.trees, SAMPLE_S)
+        sampler.start()
+        try:
+            yield got
+        finally:
+            sampler.stop()
+            got[0] = keystone_side.machine_during(sampler.intervals)
+
+    def look(self, seconds: float = QUIET_LOOK_S) -> Machine | None:
+        with self.sampling() as got:
+            time.sleep(seconds)
+        return got[0]
+
+    def wait_quiet(self, limit_s: float = QUIET_WAIT_S) -> str | None:
+        """Wait (LIMIT_S at most) until the machine is quiet; why it is not, if it never was."""
+        t0 = time.monotonic()
+        while True:
+            why = keystone_side.disturbance(self.look())
+            if why is None:
+                return None
+            waited = time.monotonic() - t0
+            if waited + QUIET_LOOK_S > limit_s:
+                self.say(f"  not quiet after {waited:.0f} s ({why}): repeating anyway")
+                return why
+            self.say(f"  waiting for a quiet machine: {why}")

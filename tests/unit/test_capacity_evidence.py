@@ -1,0 +1,201 @@
+"""Capacity probes judged on Keystone's side too, and repeats that converge on N.
+
+Synthetic probes and access-log lines: a degradation seen only by the
+client (Keystone's times flat, its workers idle) bounds no N; repeats that
+disagree are explained (which figure moved, what else ran), repeated on a
+quiet machine, and N comes with its spread.
+"""
+
+from __future__ import annotations
+
+from rally_keystone_bench.verdicts import capacity, cpu, keystone_side
+from rally_keystone_bench.verdicts.capacity import (
+    CLIENT_BOUND,
+    OK,
+    SATURATED,
+    SLOPE,
+    Probe,
+    Settings,
+    find_capacity,
+)
+from rally_keystone_bench.verdicts.keystone_side import LoggedRequest
+
+SETTINGS = Settings("validate", low=1, high=200, warmup=10, window=30, max_slope=0.01, precision=1)
+RAMPED = Settings("validate", 1, 200, 10, 30, 0.01, 1, ramp=True)
+
+
+def log(rate, seconds, server_s, workers=2, method="GET", start=1000.0):
+    """Access-log lines of RATE requests a second for SECONDS, each SERVER_S long."""
+    n = int(rate * seconds)
+    return [
+        LoggedRequest(start + i / rate, server_s, 100 + i % workers, 200, method, "/v3/auth/tokens")
+        for i in range(n)
+    ]
+
+
+def side(requests, seconds=10.0, scenario="validate"):
+    return keystone_side.keystone_side(requests, 1000.0, 1000.0 + seconds, scenario)
+
+
+# -- Keystone's side of one span -------------------------------------------------------
+def test_keystone_side_counts_the_scenarios_requests_busy_workers_and_setup():
+    got = side(log(10, 10, 0.02) + log(2, 10, 0.3, method="POST"))
+    assert got.requests == 100 and got.setup == 20 and got.workers == 2
+    assert abs(got.p95 - 0.02) < 1e-9
+    # 100 * 0.02 + 20 * 0.3 = 8 server seconds over 10 s and 2 workers
+    assert abs(got.busy - 0.4) < 1e-9
+    assert abs(got.setup_busy - 6 / 8) < 1e-9
+
+
+def test_flat_server_times_and_growing_client_waits_are_generator_or_setup_bound():
+    reference = side(log(5, 10, 0.02))
+    step = side(log(20, 10, 0.025))  # flat, workers 2.5 % busy
+    probe = Probe(1, "ramp 5/16", 20, verdict=SATURATED, reason="the slowest took 18.2 s", p95=4.0)
+    capacity.judge_keystone_side(probe, step, reference)
+    assert probe.verdict == CLIENT_BOUND and not probe.passed
+    assert "Keystone's times stayed flat while the client's waits grew" in probe.reason
+    assert "by the client alone: degraded (saturated)" in probe.reason
+    assert probe.server_p95 == step.p95 and probe.server_requests == 200
+
+
+def test_a_keystone_whose_workers_are_full_stays_saturated_though_its_times_are_flat():
+    # uWSGI queues outside its workers: at saturation server times stay flat, workers busy
+    reference = side(log(5, 10, 0.02))
+    step = side(log(100, 10, 0.02, workers=2))  # 20 server seconds a second over 2 workers
+    probe = Probe(1, "search", 100, verdict=SATURATED, reason="slots", p95=3.0)
+    capacity.judge_keystone_side(probe, step, reference)
+    assert probe.verdict == SATURATED
+    assert "2 worker(s) 100% busy" in probe.reason
+
+
+def test_a_keystone_that_answers_slower_itself_stays_degraded():
+    reference = side(log(5, 10, 0.02))
+    step = side(log(20, 10, 0.4))  # server p95 20x the reference's
+    probe = Probe(1, "search", 20, verdict=SLOPE, reason="latency slope", p95=2.0)
+    capacity.judge_keystone_side(probe, step, reference)
+    assert probe.verdict == SLOPE
+
+
+def test_workers_busy_with_token_issues_the_validate_probe_did_not_send_are_setup_bound():
+    reference = side(log(5, 10, 0.02))
+    step = side(log(10, 10, 0.02) + log(6, 10, 0.3, method="POST"))  # 18 s of bcrypt over 2
+    probe = Probe(1, "ramp 4/16", 10, verdict=SATURATED, reason="slowest 18.2 s", p95=18.2)
+    capacity.judge_keystone_side(probe, step, reference)
+    assert probe.verdict == CLIENT_BOUND
+    assert probe.reason.startswith("setup-bound: Keystone's workers spent 90% of their time")
+    assert probe.setup_requests == 60
+
+
+def test_without_an_access_log_the_clients_verdict_stands():
+    probe = Probe(1, "search", 60, verdict=SLOPE, reason="latency slope", p95=2.0)
+    capacity.judge_keystone_side(probe, None, None)
+    assert probe.verdict == SLOPE and probe.reason == "latency slope"
+
+
+class RampModel:
+    """A target of CAPACITY rps whose ramps are held up by the generator at FOOLED rps."""
+
+    def __init__(self, capacity_rps, fooled):
+        self.capacity, self.fooled = capacity_rps, fooled
+        self.probes: list[Probe] = []
+
+    def __call__(self, rate, role):
+        verdict = OK if rate <= self.capacity else SLOPE
+        self.probes.append(Probe(len(self.probes) + 1, role, rate, verdict=verdict))
+        return self.probes[-1]
+
+    def ramp(self, rates):
+        out = []
+        for i, rate in enumerate(rates):
+            verdict = OK if rate <= self.capacity else SLOPE
+            if rate == self.fooled:
+                verdict = CLIENT_BOUND  # the generator's transient, seen from Keystone's side
+            out.append(Probe(len(self.probes) + 1, f"ramp {i + 1}/{len(rates)}", rate, verdict))
+            if verdict != OK:
+                break
+        self.probes.append(out[-1])
+        return out
+
+
+def test_a_ramp_step_the_generator_held_up_does_not_bound_n():
+    model, said = RampModel(50, fooled=29), []
+    out = find_capacity(RAMPED, model, say=said.append, ramp=model.ramp)
+    assert "ramp: 29 rps was generator- or setup-bound: it does not bound N" in said
+    assert "ramp: N in [15, 200] rps" in said
+    assert out.status == "found" and out.n == 50 and out.confirmed
+
+
+def test_ramp_steps_hold_enough_requests_for_the_slope_and_say_so():
+    steps = RAMPED.ramp_steps([1, 3, 15, 29])
+    assert [s for _, s in steps] == [40.0, 10.0, 5.0, 5.0]  # 30 s of 1 rps after the warm-up
+    assert all(rate * s >= capacity.MIN_STEP_REQUESTS for rate, s in steps[1:])
+    text = RAMPED.describe_ramp([1, 3, 15, 29])
+    assert text == (
+        "5 s a step and 30 requests at least for the slope; 30 s at 1, 10 s at 3, "
+        "after 10 s of warm-up"
+    )
+
+
+# -- repeats that disagree ---------------------------------------------------------------
+class BusyMachine:
+    """A target of 50 rps on a machine another process loads during probes BUSY.
+
+    A busy probe at 50 rps degrades (the CPU went elsewhere); a repeat runs
+    when the machine is quiet again.
+    """
+
+    def __init__(self, busy):
+        self.busy = set(busy)
+        self.probes: list[Probe] = []
+
+    def __call__(self, rate, role):
+        number = len(self.probes) + 1
+        loaded = number in self.busy
+        verdict = OK if rate <= 50 and not (loaded and rate >= 50) else SLOPE
+        p = Probe(number, role, rate, verdict=verdict, p95=0.12 if verdict == OK else 1.8)
+        p.server_p95 = 0.015 if not loaded else 0.09
+        p.other_cpu, p.other_swing, p.steal = (1.3, 1.2, 0.0) if loaded else (0.05, 0.1, 0.0)
+        self.probes.append(p)
+        return p
+
+
+def test_disagreeing_repeats_name_what_moved_repeat_on_a_quiet_machine_and_give_n_with_spread():
+    # bisection: ... 50 passes (probe 7); confirm N fails on a busy machine (probe 9),
+    # and again (probe 15): the rounds are spent, 50 is repeated
+    machine, said = BusyMachine(busy={9, 15}), []
+    out = find_capacity(SETTINGS, machine, say=said.append)
+    moved = [line for line in said if "disagree:" in line]
+    assert moved, said
+    assert "other processes 0.05 -> 1.30 core" in moved[0]
+    assert "shared the machine (other processes used 1.30 core)" in moved[0]
+    assert "client p95 120 ms -> 1.80 s" in moved[0]
+    assert any(p.role == "repeat N" for p in out.probes)
+    assert out.status == "found" and out.confirmed and out.n == 50
+    assert out.spread == (49, 50)
+    assert out.message == "N = 50 rps (49-50 rps across repeats); 51 rps is degraded (slope)"
+
+
+def test_a_rate_settles_by_its_quiet_probes_and_its_majority():
+    quiet_ok = Probe(1, "search", 50, verdict=OK, other_cpu=0.1, steal=0.0)
+    busy_bad = Probe(2, "confirm N", 50, verdict=SLOPE, other_cpu=1.3, steal=0.0)
+    from rally_keystone_bench.verdicts import repeats
+
+    assert repeats.settles([quiet_ok, busy_bad])  # the busy one does not count
+    assert not repeats.decided([quiet_ok, busy_bad])
+    bad2 = Probe(3, "repeat N", 50, verdict=SLOPE, other_cpu=0.1, steal=0.0)
+    ok2 = Probe(4, "repeat N", 50, verdict=OK, other_cpu=0.1, steal=0.0)
+    assert repeats.decided([quiet_ok, busy_bad, bad2, ok2])  # 2 of 3 quiet passed
+    assert repeats.settles([quiet_ok, busy_bad, bad2, ok2])
+
+
+def test_the_machine_during_a_probe_from_the_samplers_intervals():
+    t = cpu.TICKS
+    ivs = [
+        cpu.Interval(0.0, 1.0, busy=int(1.5 * t), steal=0, groups={"keystone": t}, pids={}),
+        cpu.Interval(1.0, 2.0, busy=int(0.5 * t), steal=int(0.2 * t), groups={}, pids={}),
+    ]
+    m = keystone_side.machine_during(ivs)
+    assert abs(m.other - 0.5) < 0.02 and abs(m.other_swing) < 0.02 and abs(m.steal - 0.1) < 0.02
+    assert keystone_side.disturbance(m) == "other processes used 0.50 core"
+    assert keystone_side.disturbance(keystone_side.Machine(0.1, 0.0, 0.0)) is None
+    assert keystone_side.machine_during([]) is None
