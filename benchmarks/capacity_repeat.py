@@ -46,7 +46,7 @@ def one_run(scenario: str, database: str, target: str, extra: list[str], out: Pa
     """One ``keystone-bench capacity``; its result, probes and wall time."""
     cmd = [BENCH, "capacity", "--scenario", scenario, "--target", target]
     if target == "local":
-        cmd += ["--database", database]
+        cmd += ["--db", database]
     else:
         cmd += ["--mock-workers", "1", "--mock-service-time", "20"]
     cmd += [*extra, "--reports-dir", str(out)]
