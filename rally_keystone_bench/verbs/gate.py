@@ -33,7 +33,9 @@ from rally_keystone_bench import boundary, procstat
 from rally_keystone_bench.clients import credentials
 from rally_keystone_bench.clients.admin import AdminClient
 from rally_keystone_bench.deploy import conf_options, directory, gitref, tracing, venv
-from rally_keystone_bench.deploy.keystone import Deployment, LocalKeystone, write_private
+from rally_keystone_bench.deploy.deployment import Deployment
+from rally_keystone_bench.deploy.files import write_private
+from rally_keystone_bench.deploy.keystone import LocalKeystone
 from rally_keystone_bench.driver import evidence as keystone_evidence
 from rally_keystone_bench.driver import rally as rallyenv
 from rally_keystone_bench.driver import targets

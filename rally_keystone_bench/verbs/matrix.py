@@ -28,7 +28,7 @@ import yaml
 from rally_keystone_bench import boundary, shipped
 from rally_keystone_bench.deploy import balancer as balancing
 from rally_keystone_bench.deploy import directory
-from rally_keystone_bench.deploy.keystone import Deployment
+from rally_keystone_bench.deploy.deployment import Deployment
 from rally_keystone_bench.driver import targets
 from rally_keystone_bench.driver import task as rally_task
 from rally_keystone_bench.errors import BenchError, read_input
