@@ -288,7 +288,6 @@ LONG_MODULES: set[str] = set()
 LONG_FUNCTIONS = {
     "plugins/contexts/users.py:_create",
     "plugins/runners/pooled_rps.py:_worker_process",
-    "plugins/scenarios/tokens.py:run",
 }
 
 
