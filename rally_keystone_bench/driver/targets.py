@@ -73,9 +73,7 @@ def check_reachable(auth_url: str, timeout: float = 10.0) -> None:
         raise BenchError(f"auth URL {mask_urls(auth_url)} is unreachable: {reason}") from None
 
 
-def build_envs(
-    deps: Mapping[str, Deployment], run_root: Path, say: Callable[[str], None] = progress
-) -> None:
+def build_envs(deps: Mapping[str, Deployment], say: Callable[[str], None] = progress) -> None:
     """Build (or find cached) each deployment's Keystone environment before any load.
 
     gate and matrix call it first, so a SPEC pip cannot install exits 2

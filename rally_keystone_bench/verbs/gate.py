@@ -419,7 +419,7 @@ def main(args: argparse.Namespace) -> int:
     stamp = rally_task.utc_stamp()
     out_dir = (Path(args.reports_dir) / stamp).resolve()
     run_root = rally_task.run_dir(f"gate-{stamp}").resolve()
-    targets.build_envs(deps, run_root)
+    targets.build_envs(deps)
     out_dir.mkdir(parents=True, exist_ok=True)
     keystone_evidence.prepare_tracing(deps, run_root, getattr(args, "trace", "on") == "on")
     evidence = keystone_evidence.Evidence()

@@ -115,7 +115,7 @@ def test_a_deployment_that_fails_loses_no_other_results(tmp_path, monkeypatch, c
     task = tmp_path / "t.json"
     task.write_text("{}")
     monkeypatch.chdir(tmp_path)
-    monkeypatch.setattr(targets, "build_envs", lambda deps, root: None)
+    monkeypatch.setattr(targets, "build_envs", lambda deps: None)
 
     @contextlib.contextmanager
     def prepared_env(run_dir, deployment):
