@@ -28,7 +28,8 @@ import _machine  # noqa: E402
 from rally_keystone_bench.clients import tracing as client_tracing  # noqa: E402
 from rally_keystone_bench.clients.tokens import TokenClient, UserAuth  # noqa: E402
 from rally_keystone_bench.deploy import tracing  # noqa: E402
-from rally_keystone_bench.deploy.keystone import Deployment, LocalKeystone  # noqa: E402
+from rally_keystone_bench.deploy.deployment import Deployment  # noqa: E402
+from rally_keystone_bench.deploy.keystone import LocalKeystone  # noqa: E402
 from rally_keystone_bench.verdicts import counters  # noqa: E402
 
 

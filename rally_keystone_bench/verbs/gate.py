@@ -33,7 +33,9 @@ from rally_keystone_bench import boundary, procstat
 from rally_keystone_bench.clients import credentials
 from rally_keystone_bench.clients.admin import AdminClient
 from rally_keystone_bench.deploy import conf_options, directory, gitref, tracing, venv
-from rally_keystone_bench.deploy.keystone import Deployment, LocalKeystone, write_private
+from rally_keystone_bench.deploy.deployment import Deployment
+from rally_keystone_bench.deploy.files import write_private
+from rally_keystone_bench.deploy.keystone import LocalKeystone
 from rally_keystone_bench.driver import evidence as keystone_evidence
 from rally_keystone_bench.driver import rally as rallyenv
 from rally_keystone_bench.driver import targets
@@ -417,7 +419,7 @@ def main(args: argparse.Namespace) -> int:
     stamp = rally_task.utc_stamp()
     out_dir = (Path(args.reports_dir) / stamp).resolve()
     run_root = rally_task.run_dir(f"gate-{stamp}").resolve()
-    targets.build_envs(deps, run_root)
+    targets.build_envs(deps)
     out_dir.mkdir(parents=True, exist_ok=True)
     keystone_evidence.prepare_tracing(deps, run_root, getattr(args, "trace", "on") == "on")
     evidence = keystone_evidence.Evidence()

@@ -27,7 +27,8 @@ from typing import Any
 
 from rally_keystone_bench import shipped
 from rally_keystone_bench.clients import credentials
-from rally_keystone_bench.deploy.keystone import Deployment, LocalKeystone
+from rally_keystone_bench.deploy.deployment import Deployment
+from rally_keystone_bench.deploy.keystone import LocalKeystone
 from rally_keystone_bench.driver import preflight, targets
 from rally_keystone_bench.driver import task as rally_task
 from rally_keystone_bench.driver.task import progress

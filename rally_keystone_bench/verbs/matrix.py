@@ -28,7 +28,7 @@ import yaml
 from rally_keystone_bench import boundary, shipped
 from rally_keystone_bench.deploy import balancer as balancing
 from rally_keystone_bench.deploy import directory
-from rally_keystone_bench.deploy.keystone import Deployment
+from rally_keystone_bench.deploy.deployment import Deployment
 from rally_keystone_bench.driver import targets
 from rally_keystone_bench.driver import task as rally_task
 from rally_keystone_bench.errors import BenchError, read_input
@@ -164,7 +164,7 @@ def main(args: argparse.Namespace) -> int:
         raise BenchError(f"--repeat must be at least 1, not {args.repeat}")
     stamp = rally_task.utc_stamp()
     run_root = rally_task.run_dir(f"matrix-{stamp}")
-    targets.build_envs(deployments, run_root)
+    targets.build_envs(deployments)
     out_dir = (Path(args.reports_dir) / stamp).resolve()
     out_dir.mkdir(parents=True, exist_ok=True)
     described = {name: dep.describe() for name, dep in deployments.items()}

@@ -12,7 +12,7 @@ import os
 from pathlib import Path
 
 from rally_keystone_bench import boundary
-from rally_keystone_bench.deploy.keystone import Deployment
+from rally_keystone_bench.deploy.deployment import Deployment
 from rally_keystone_bench.deploy.mock import MockKeystone, check_stall
 from rally_keystone_bench.driver import rally as rallyenv
 from rally_keystone_bench.errors import BenchError

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from rally_keystone_bench.deploy import profiling
-from rally_keystone_bench.deploy.keystone import Deployment
+from rally_keystone_bench.deploy.deployment import Deployment
 from rally_keystone_bench.driver import counters as keystone_counters
 from rally_keystone_bench.driver import rally as rallyenv
 from rally_keystone_bench.driver import targets

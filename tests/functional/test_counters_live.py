@@ -19,7 +19,8 @@ from _bench_helpers import ROOT, bench, live_pids, states, tiny_task
 
 from rally_keystone_bench.clients.tokens import TokenClient, UserAuth
 from rally_keystone_bench.deploy import tracing
-from rally_keystone_bench.deploy.keystone import Deployment, LocalKeystone
+from rally_keystone_bench.deploy.deployment import Deployment
+from rally_keystone_bench.deploy.keystone import LocalKeystone
 from rally_keystone_bench.verdicts import counters
 
 pytestmark = pytest.mark.functional

@@ -26,7 +26,8 @@ from test_scenarios_live import (
     workloads,
 )
 
-from rally_keystone_bench.deploy.keystone import Deployment, LocalKeystone
+from rally_keystone_bench.deploy.deployment import Deployment
+from rally_keystone_bench.deploy.keystone import LocalKeystone
 from rally_keystone_bench.driver.rally import RallyHome, keystone_spec
 
 pytestmark = [pytest.mark.functional, pytest.mark.slow]  # about 8 min on 2 busy cores

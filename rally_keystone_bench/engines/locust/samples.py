@@ -220,24 +220,14 @@ def rally_report(
     detail}); the workload passes when all of them do. ``load_window`` is
     (first send, last answer) when known, else taken from the samples.
     """
-    from rally_keystone_bench import __name__ as pkg
-
     name, args = SCENARIOS[scenario]
     data = iterations(samples)
     now = dt.datetime.now(dt.timezone.utc).timestamp()
-    if data:
-        first = min(it["timestamp"] for it in data)
-        last = max(it["timestamp"] + it["duration"] for it in data)
-    else:
-        first = last = now
-    if load_window is not None:
-        first, last = load_window
+    first, last = load_window if load_window is not None else _window(data, now)
     load = max(0.0, last - first)
     durations = [it["duration"] for it in data]
     failed = sum(1 for it in data if it["error"])
     passed = all(c.get("success", True) for c in sla_results)
-    task_uuid = str(uuid_mod.uuid4())
-    subtask_uuid = str(uuid_mod.uuid4())
     created, updated = _iso(first), _iso(max(last, first))
     workload = {
         "uuid": str(uuid_mod.uuid4()),
@@ -263,6 +253,26 @@ def rally_report(
         "sla_results": {"sla": [dict(c) for c in sla_results]},
         "sla": {c["criterion"]: {} for c in sla_results},
     }
+    return _one_task_report(workload, scenario, title, description, env_name, now)
+
+
+def _window(data: Sequence[Mapping[str, Any]], now: float) -> tuple[float, float]:
+    """(first send, last answer) of the iterations; (NOW, NOW) without any."""
+    if not data:
+        return now, now
+    first = min(it["timestamp"] for it in data)
+    last = max(it["timestamp"] + it["duration"] for it in data)
+    return first, last
+
+
+def _one_task_report(
+    workload: dict[str, Any], scenario: str, title: str, description: str, env_name: str, now: float
+) -> dict[str, Any]:
+    """Rally's report around WORKLOAD: one task of one subtask, generated at NOW."""
+    from rally_keystone_bench import __name__ as pkg
+
+    created, updated = workload["created_at"], workload["updated_at"]
+    passed = workload["pass_sla"]
     return {
         "info": {
             "rally_version": "n/a",
@@ -272,7 +282,7 @@ def rally_report(
         },
         "tasks": [
             {
-                "uuid": task_uuid,
+                "uuid": str(uuid_mod.uuid4()),
                 "title": title or f"{scenario} on the Locust engine",
                 "description": description,
                 "status": "finished",
@@ -284,7 +294,7 @@ def rally_report(
                 "pass_sla": passed,
                 "subtasks": [
                     {
-                        "uuid": subtask_uuid,
+                        "uuid": str(uuid_mod.uuid4()),
                         "title": title or scenario,
                         "description": "",
                         "status": "finished",
