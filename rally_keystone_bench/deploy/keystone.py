@@ -38,6 +38,7 @@ from rally_keystone_bench.deploy import (
     conf_options,
     databases,
     directory,
+    fernet,
     files,
     gitref,
     jws,
@@ -705,6 +706,10 @@ class LocalKeystone:
             write_private(self.password_path, secrets.token_urlsafe(24) + "\n")
         owner = ("--keystone-user", str(os.getuid()), "--keystone-group", str(os.getgid()))
         self._manage(("db_sync",), ("fernet_setup", *owner), ("credential_setup", *owner))
+        conf = self.deployment.conf
+        held = fernet.fill(self._bin("python"), self.config_path, conf, self.run_dir, self._env())
+        if held is not None:
+            self.progress(f"{held} active Fernet keys in {fernet.repository(conf, self.run_dir)}")
         if jws.wanted(self.deployment.conf):
             keys = self._conf_settings()
             jws.create_keypair(self._bin("keystone-manage"), self.config_path, keys, self._env())
