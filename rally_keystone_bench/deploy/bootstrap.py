@@ -13,7 +13,7 @@ import subprocess
 from collections.abc import Callable
 from pathlib import Path
 
-from rally_keystone_bench.deploy import directory, files, jws, keystone_conf
+from rally_keystone_bench.deploy import directory, fernet, files, jws, keystone_conf
 from rally_keystone_bench.deploy.run_files import RunFiles
 from rally_keystone_bench.errors import BenchError
 
@@ -36,6 +36,12 @@ def initialise(
         files.write_private(run.password_path, secrets.token_urlsafe(24) + "\n")
     owner = ("--keystone-user", str(os.getuid()), "--keystone-group", str(os.getgid()))
     manage(run, venv, ("db_sync",), ("fernet_setup", *owner), ("credential_setup", *owner))
+    conf = run.deployment.conf
+    held = fernet.fill(
+        str(venv / "bin" / "python"), run.config_path, conf, run.run_dir, run.keystone_env()
+    )
+    if held is not None:
+        progress(f"{held} active Fernet keys in {fernet.repository(conf, run.run_dir)}")
     if jws.wanted(run.deployment.conf):
         keys = keystone_conf.settings(run)
         jws.create_keypair(

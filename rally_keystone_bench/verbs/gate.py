@@ -57,6 +57,8 @@ from rally_keystone_bench.verdicts.pairing import GateResult
 # The default task: a cloud's token paths; with it both sides run memcached
 # unless a side's --*-option cache=none says otherwise.
 CLOUD_TASK = "tasks/gate-cloud.yaml"
+# ... and Keystone's default auth methods plus totp, for its password + TOTP path.
+CLOUD_CONF = ("auth.methods=external,password,token,oauth1,mapped,application_credential,totp",)
 LDAP_PROJECT = "keystone-bench-gate-ldap"
 
 
@@ -320,15 +322,17 @@ def side_deployments(args: argparse.Namespace) -> tuple[dict[str, Deployment], d
         for f in verb_options.IDENTITY_FIELDS
         if getattr(args, f, None) is not None
     }
+    shared = tuple(getattr(args, "conf", None) or ())
     if Path(args.task).name == Path(CLOUD_TASK).name:
         identity["cache"] = "memcached"  # a side's own option=value still wins
+        shared = (*CLOUD_CONF, *shared)  # and a --set of the same option too
     deps = {
         side: side_deployment(
             specs[side],
             getattr(args, f"{side}_option", None) or [],
             f"--{side}-option",
             identity,
-            getattr(args, "conf", None) or (),
+            shared,
         )
         for side in SIDES
     }
