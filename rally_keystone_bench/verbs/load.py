@@ -249,9 +249,11 @@ def main(args: argparse.Namespace) -> int:
     )
     doc = {"engine": args.engine, "started_at": started, **vars(args)}
     records.write_json(out_dir / "load.json", redact(doc), indent=None, default=str)
-    with rally_task.sigterm_as_interrupt():
-        if args.engine == "locust":
+    if args.engine == "locust":
+        # A second signal while the master collects and writes would lose it all.
+        with rally_task.sigterm_as_interrupt(later_noted=True):
             return run_locust(args, settings, out_dir, run_dir, cloud)
+    with rally_task.sigterm_as_interrupt():
         return run_rally(args, settings, out_dir, run_dir)
 
 

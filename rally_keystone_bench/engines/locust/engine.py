@@ -280,6 +280,13 @@ def _stop(proc: subprocess.Popen, grace: float = 10.0) -> None:
             proc.wait()
 
 
+def _signal_name(exc: BaseException) -> str:
+    try:
+        return signal.Signals(getattr(exc, "signum", signal.SIGINT)).name
+    except ValueError:
+        return "interrupted"
+
+
 def run_load(
     s: LoadSettings,
     admin_credential: Mapping[str, Any],
@@ -353,6 +360,10 @@ def run_load(
         # SIGUSR1: the master stops the workers, collects and writes what they
         # sent, deletes what it made, and quits; SIGTERM only after INTERRUPT_GRACE_S.
         if procs and procs[0].poll() is None:
+            say(
+                f"{_signal_name(exc)}: stopping the load; the Locust master collects and "
+                f"writes what was sent (at most {INTERRUPT_GRACE_S:g} s)"
+            )
             with contextlib.suppress(ProcessLookupError):
                 procs[0].send_signal(signal.SIGUSR1)
             with contextlib.suppress(subprocess.TimeoutExpired):
