@@ -457,6 +457,15 @@ class TaskOutcome:
         return f"interrupted by {signal.Signals(self.interrupted_by).name}"
 
     @property
+    def no_verdict(self) -> str | None:
+        """Why the task gets no SLA verdict: a signal stopped it, or Rally was killed."""
+        if self.interrupted:
+            return self.interrupted
+        if self.uuid is not None and self.rally_exit < 0:
+            return f"rally task start exited {self.rally_exit}"
+        return None
+
+    @property
     def may_have_left(self) -> bool:
         """Whether the task's contexts may have left what they created.
 
@@ -469,9 +478,9 @@ class TaskOutcome:
 
     @property
     def sla_passed(self) -> bool:
-        """Never for an interrupted task: Rally judged only what ran before the signal."""
+        """Never for an interrupted or killed task: Rally judged only what ran before."""
         return (
-            self.interrupted_by is None
+            self.no_verdict is None
             and bool(self.workloads)
             and all(wl.pass_sla for wl in self.workloads)
         )

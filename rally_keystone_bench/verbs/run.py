@@ -181,10 +181,10 @@ def say_left_behind(outcomes: Sequence[TaskOutcome], auth_url: str, spec: str | 
             else "a context's cleanup failed"
         )
         names = ", ".join(f"{p}*" for w in o.workload_uuids for p in leftovers.prefixes(w))
-        where = "" if spec else " (with the same OS_* variables)"
+        where = "" if spec else ", the same OS_* variables set"
         print(
             f"{why}. May be left in the cloud at {auth_url}: users, projects, roles, groups, "
-            f"services and regions named {names} (task {o.uuid}). Delete them with{where}: "
+            f"services and regions named {names} (task {o.uuid}). Delete them{where}, with: "
             f"{cleanup_command(o.workload_uuids, spec)}"
         )
 
@@ -275,7 +275,7 @@ def summarize_outcomes(outcomes: Sequence[TaskOutcome], out_dir: Path) -> int:
     for o in outcomes:
         print(f"== {o.task_file} (task {o.uuid or 'not started'})")
         if o.workloads:
-            print(format_table(o.workloads, o.counters, o.interrupted))
+            print(format_table(o.workloads, o.counters, o.no_verdict))
         for label, path in (
             ("Rally HTML", o.html_report),
             ("Rally JSON", o.json_report),

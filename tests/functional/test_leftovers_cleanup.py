@@ -197,6 +197,7 @@ def test_a_run_whose_rally_is_killed_in_setup_prints_the_cleanup_that_cleans_it(
         said = [ln for ln in out.splitlines() if "keystone-bench cleanup" in ln]
         assert len(said) == 1, out
         assert said[0].startswith("rally task start exited -9 before its cleanup ended")
+        assert "SLA passed" not in out and "rally task start exited -9: no SLA verdict" in out
         assert "openstack" not in said[0]
         command = re.search(r"keystone-bench cleanup .*$", said[0]).group(0)
         assert command == f"keystone-bench cleanup --workload {short}"

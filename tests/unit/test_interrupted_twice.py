@@ -65,3 +65,11 @@ def test_a_killed_rally_names_the_cleanup_with_the_spec(capsys, tmp_path):
     assert out.rstrip().endswith(
         f"keystone-bench cleanup --workload abcdef01 --workload 12345678 --spec '{spec}'"
     )
+
+
+def test_a_killed_rally_gets_no_sla_verdict():
+    killed = TaskOutcome(Path("t.yaml"), "u", -9, workloads=[workload()])
+    assert not killed.sla_passed
+    table = run.format_table(killed.workloads, interrupted=killed.no_verdict)
+    assert "SLA passed" not in table and "rally task start exited -9: no SLA verdict" in table
+    assert TaskOutcome(Path("t.yaml"), "u", 0, workloads=[workload()]).sla_passed
