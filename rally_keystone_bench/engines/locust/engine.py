@@ -74,6 +74,7 @@ class LoadSettings:
     seed: int = 0
     timeout: float = 60.0  # per request
     stop_when_degraded: bool = False
+    force: bool = False  # a rate above the measured ceiling is tried anyway
 
     @property
     def total_workers(self) -> int:
@@ -134,10 +135,11 @@ def check_size(s: LoadSettings) -> None:
     """BenchError when the rate or the count asked is beyond what the generators hold."""
     hosts = 1 + s.expect_workers  # this host's workers, and at most one host per remote one
     ceiling = HOST_CEILING_RPS * hosts
-    if s.rate > ceiling:
+    if s.rate > ceiling and not s.force:
         raise BenchError(
             f"--rate {s.rate:g} is above what {hosts} load host(s) send "
-            f"({HOST_CEILING_RPS} requests/s each, measured): add --expect-workers or lower it"
+            f"({HOST_CEILING_RPS} requests/s each, measured): add --expect-workers or lower "
+            "it, or add --force to try anyway"
         )
     planned = s.rate * (s.duration + s.warmup)
     if planned > MAX_PLANNED_REQUESTS:
