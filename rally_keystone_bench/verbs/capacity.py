@@ -348,6 +348,8 @@ class RallyProber:
             self.say(
                 f"probe {k} ({probe.role}): {fmt(rate)} rps -> {probe.verdict} ({probe.reason})"
             )
+        for probe in out[:-1]:  # the ramp's setup, like its time, goes on its last row
+            probe.setup = None
         if out:
             out[-1].elapsed = time.monotonic() - t0
         return out
