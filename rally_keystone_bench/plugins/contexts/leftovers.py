@@ -7,9 +7,11 @@ keystone_project_tree); Rally's stock users context names its projects and
 users ``c_rally_<the same 8 hex digits>_``. A task cut short before its
 contexts cleaned up (a second Ctrl-C, Rally killed) leaves them behind:
 ``keystone-bench cleanup --workload ID`` deletes whatever carries those
-prefixes and nothing else. Deleting a user ends its tokens, trusts and
-application credentials; a service its endpoints; a role or group its
-assignments.
+prefixes and nothing else. Deleting a user ends its tokens, trusts, TOTP
+credentials and role grants (keystone_trusts, keystone_totp,
+keystone_scope_roles hang theirs on our users); a service its endpoints; a
+role or group its assignments. Revocation events (revocation_events)
+are Keystone's own records and stay.
 """
 
 from __future__ import annotations
