@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import queue
 import re
 import secrets
 import shlex
@@ -18,6 +19,7 @@ import signal
 import sqlite3
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -205,6 +207,59 @@ def test_a_run_whose_rally_is_killed_in_setup_prints_the_cleanup_that_cleans_it(
         done = subprocess.run(
             [*BENCH, *argv], capture_output=True, text=True, cwd=tmp_path, env=env, timeout=WAIT_S
         )
+        assert done.returncode == 0, done.stderr
+        assert remaining(admin, short) == {}
+    finally:
+        if short:
+            leftovers.delete_workload(admin, short)
+
+
+def test_a_second_ctrl_c_on_a_cloud_run_prints_the_cleanup_that_cleans_it(small_keystone, tmp_path):
+    """SIGINT once 3 of the workload's 60 projects exist, a second SIGINT once keystone-bench
+    said it is stopping the load: exit 130, "interrupted twice: cleanup cut short" and the
+    command, which leaves no project or user of the workload. No luck needed: whether or
+    not Rally's cleanup got anywhere before the second signal, the command must leave
+    nothing (so this test does not assert that something was left). Slack: as above."""
+    task = long_setup_task(tmp_path / "twice.json")
+    env = cloud_environ(small_keystone)
+    admin = AdminClient(small_keystone.admin_credentials, pool_size=2)
+    proc = subprocess.Popen(
+        [*BENCH, "run", str(task), "--existing-cloud", "--reports-dir", "reports"],
+        cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    lines: queue.Queue = queue.Queue()
+    threading.Thread(target=lambda: [lines.put(x) for x in proc.stderr], daemon=True).start()
+    short, seen = None, []
+    try:
+        deadline = time.monotonic() + WAIT_S
+        while time.monotonic() < deadline and proc.poll() is None:
+            workload = workload_of(tmp_path)
+            if workload:
+                short = leftovers.short_id(workload)
+                if len(admin.list_prefixed("projects", leftovers.run_prefix(short))) >= 3:
+                    break
+            time.sleep(0.2)
+        assert proc.poll() is None and short
+        proc.send_signal(signal.SIGINT)
+        while not any("SIGINT: stopping the load" in x for x in seen):
+            seen.append(lines.get(timeout=WAIT_S))
+        proc.send_signal(signal.SIGINT)
+        out, _ = proc.communicate(timeout=WAIT_S)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    try:
+        assert proc.returncode == 130, "".join(seen)[-3000:]
+        said = [ln for ln in out.splitlines() if "keystone-bench cleanup" in ln]
+        assert len(said) == 1 and said[0].startswith("interrupted twice: cleanup cut short"), out
+        assert "SLA passed" not in out
+        command = re.search(r"keystone-bench cleanup .*$", said[0]).group(0)
+        assert command == f"keystone-bench cleanup --workload {short}"
+        done = subprocess.run(
+            [*BENCH, *shlex.split(command)[1:]],
+            capture_output=True, text=True, cwd=tmp_path, env=env, timeout=WAIT_S,
+        )  # fmt: skip
         assert done.returncode == 0, done.stderr
         assert remaining(admin, short) == {}
     finally:
