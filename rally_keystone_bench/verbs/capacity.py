@@ -20,6 +20,7 @@ from rally_keystone_bench import boundary, shipped
 from rally_keystone_bench.driver import targets
 from rally_keystone_bench.driver import task as rally_task
 from rally_keystone_bench.driver.rally import RallyHome
+from rally_keystone_bench.engines.locust.engine import MAX_PLANNED_REQUESTS
 from rally_keystone_bench.errors import BenchError
 from rally_keystone_bench.report import capacity as capacity_report
 from rally_keystone_bench.verbs import options
@@ -76,6 +77,15 @@ def check_settings(args: argparse.Namespace) -> capacity.Settings:
         raise BenchError(f"--ramp runs on the pooled_rps runner, not --runner {runner}")
     if ramp is None:  # default: bracket first, wherever the runner can ramp
         ramp = engine == "locust" or runner == "pooled_rps"
+    forced = options.check_rate("--high", high, engine, runner, getattr(args, "force", False))
+    if forced:
+        say(forced)
+    planned = high * (warmup + window)
+    if engine == "locust" and planned > MAX_PLANNED_REQUESTS:
+        raise BenchError(
+            f"--high {high:g} rps for {warmup + window:g} s plans {planned:.3g} requests in a "
+            f"probe, more than the {MAX_PLANNED_REQUESTS:,} samples one run keeps in memory"
+        )
     if low * window < 3:
         raise BenchError(
             f"--low {low:g} rps over a {window:g} s window gives fewer than 3 points "
@@ -338,6 +348,8 @@ class RallyProber:
             self.say(
                 f"probe {k} ({probe.role}): {fmt(rate)} rps -> {probe.verdict} ({probe.reason})"
             )
+        for probe in out[:-1]:  # the ramp's setup, like its time, goes on its last row
+            probe.setup = None
         if out:
             out[-1].elapsed = time.monotonic() - t0
         return out
@@ -486,6 +498,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--target", choices=["local", "cloud", "mock"], default="local")
     parser.add_argument("--spec", default=None)
     parser.add_argument("--reports-dir", default="reports")
+    options.add_force_option(parser)
     parser.add_argument(
         "--abort-on-sla-failure",
         action=argparse.BooleanOptionalAction,

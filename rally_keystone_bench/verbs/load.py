@@ -59,10 +59,16 @@ def settings_from(args: argparse.Namespace) -> Any:
         arrival=args.arrival,
         users=args.users,
         http=args.http,
+        force=args.force or args.engine == "rally",  # Rally's own ceiling: check_rally
     )
     if args.workers is not None and args.workers < 1 and not expect:
         raise BenchError(f"--workers must be at least 1, not {args.workers}")
     engine.check_load(s)
+    if args.force and args.engine == "locust" and s.rate > engine.HOST_CEILING_RPS * (1 + expect):
+        progress(
+            f"--force: --rate {s.rate:g} is above what {1 + expect} load host(s) send "
+            f"({engine.HOST_CEILING_RPS} requests/s each, measured)"
+        )
     return s
 
 
@@ -151,7 +157,7 @@ def run_locust(
     return rc
 
 
-def check_rally(settings: Any) -> None:
+def check_rally(settings: Any, force: bool = False) -> None:
     """What the Rally engine cannot do; BenchError before any load."""
     if settings.scenario not in capacity.PROBE_SCENARIOS:
         raise BenchError(
@@ -160,6 +166,9 @@ def check_rally(settings: Any) -> None:
         )
     if settings.expect_workers or settings.workers > 1:
         raise BenchError("--engine rally runs on this host only: drop --workers/--expect-workers")
+    forced = options.check_rate("--rate", settings.rate, "rally", "pooled_rps", force)
+    if forced:
+        progress(forced)
 
 
 def run_rally(args: argparse.Namespace, settings: Any, out_dir: Path, run_dir: Path) -> int:
@@ -237,7 +246,7 @@ def main(args: argparse.Namespace) -> int:
     if args.engine == "locust":
         engine.bindable(settings.master_host, settings.master_port)  # before any load
     else:
-        check_rally(settings)
+        check_rally(settings, args.force)
     # A cloud that is no Keystone, or refuses its admin, is said before any file is made.
     cloud = cloud_credential(args) if args.target == "cloud" else None
     if args.target == "local":
@@ -250,9 +259,11 @@ def main(args: argparse.Namespace) -> int:
     )
     doc = {"engine": args.engine, "started_at": started, **vars(args)}
     records.write_json(out_dir / "load.json", redact(doc), indent=None, default=str)
-    with rally_task.sigterm_as_interrupt():
-        if args.engine == "locust":
+    if args.engine == "locust":
+        # A second signal while the master collects and writes would lose it all.
+        with rally_task.sigterm_as_interrupt(later_noted=True):
             return run_locust(args, settings, out_dir, run_dir, cloud)
+    with rally_task.sigterm_as_interrupt():
         return run_rally(args, settings, out_dir, run_dir)
 
 
@@ -306,6 +317,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--target", choices=["local", "cloud", "mock"], default="mock")
     parser.add_argument("--spec", default=None)
     parser.add_argument("--reports-dir", default="reports")
+    options.add_force_option(parser)
     parser.add_argument("--mock-workers", type=int, default=1, help="--target mock: processes")
     parser.add_argument("--mock-service-time", type=float, default=5.0, metavar="MS")
     parser.add_argument("--mock-stall", type=float, default=0.0, metavar="S")

@@ -83,6 +83,43 @@ def mock(args: argparse.Namespace, run_dir: Path) -> MockKeystone:
     )
 
 
+# What Rally's runners sent from one host at most, on the 2-core test machine
+# (benchmarks/generator_ceiling.py, 2026-11-24, doc/source/engines.rst):
+# KeystoneTokens.validate against a mock with no service time.
+RALLY_CEILING_RPS = {"pooled_rps": 1171, "rps": 553}
+
+
+def check_rate(flag: str, rate: float, engine_name: str, runner: str, force: bool) -> str | None:
+    """BenchError when RATE is above what ENGINE_NAME sends from this host (measured).
+
+    With FORCE, the line that would have refused it instead (to be shown):
+    the probe then says ``generator-limited`` if the rate is not sent.
+    """
+    from rally_keystone_bench.engines.locust.engine import HOST_CEILING_RPS
+
+    if engine_name == "locust":
+        ceiling, who = HOST_CEILING_RPS, "the Locust engine's workers send"
+    else:
+        ceiling, who = RALLY_CEILING_RPS.get(runner, 0), f"Rally's {runner} runner sends"
+    if not ceiling or rate <= ceiling:
+        return None
+    line = (
+        f"{flag} {rate:g} rps is above what {who} from this host ({ceiling} requests/s, measured)"
+    )
+    if force:
+        return f"--force: {line}"
+    raise BenchError(f"{line}: lower it, or add --force to try anyway")
+
+
+def add_force_option(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--force",
+        action="store_true",
+        help="start a rate above what the load generator sent here when measured "
+        "(doc/source/troubleshooting.rst); the result then says generator-limited",
+    )
+
+
 def add_deployment_options(p: argparse.ArgumentParser, workers: bool = True) -> None:
     """Options that describe a local Keystone deployment (``load`` names its
     server workers --server-workers: its --workers are Locust's)."""

@@ -10,6 +10,7 @@ reports written.
 from __future__ import annotations
 
 import argparse
+import shlex
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -22,6 +23,7 @@ from rally_keystone_bench.driver import targets
 from rally_keystone_bench.driver import task as rally_task
 from rally_keystone_bench.driver.task import TaskOutcome
 from rally_keystone_bench.errors import BenchError, Interrupted
+from rally_keystone_bench.plugins.contexts import leftovers
 from rally_keystone_bench.report import records
 from rally_keystone_bench.verbs import options
 from rally_keystone_bench.verdicts import stats
@@ -141,8 +143,8 @@ def main(args: argparse.Namespace) -> int:
         # The Keystone is stopped by now; say what ran and where its reports are.
         done = getattr(exc, "outcomes", [])
         summarize_outcomes(done, out_dir)
-        if cloud is not None and any(o.cleanup_cut_short for o in done):
-            say_left_behind(rallyenv.auth_url_of(cloud))
+        if cloud is not None:
+            say_left_behind(done, rallyenv.auth_url_of(cloud), args.spec)
         raise
     finally:
         rally_task.remove_if_empty(out_dir, run_dir)  # a cloud that does not answer
@@ -150,17 +152,41 @@ def main(args: argparse.Namespace) -> int:
         record_identity(deployment, outcomes, run_dir / "keystone" / "ldap" / "slapd.log", out_dir)
     if deployment is not None:
         record_topology(deployment, run_dir / "keystone", out_dir)
-    return summarize_outcomes(outcomes, out_dir)
+    rc = summarize_outcomes(outcomes, out_dir)
+    if cloud is not None:  # a local Keystone takes whatever was left with it
+        say_left_behind(outcomes, rallyenv.auth_url_of(cloud), args.spec)
+    return rc
 
 
-def say_left_behind(auth_url: str) -> None:
-    """After a second signal on an existing cloud: what Rally's contexts may have left."""
-    print(
-        "interrupted twice: cleanup cut short. May be left in the cloud at "
-        f"{auth_url}: projects and users named rkb-* (keystone_tenants, keystone_users) "
-        "and c_rally_* (Rally's users context). keystone-bench cleanup --reuse TAG "
-        "deletes a reuse tag's; others: openstack project delete / openstack user delete."
-    )
+def cleanup_command(workload_uuids: Sequence[str], spec: str | None = None) -> str:
+    """The ``keystone-bench cleanup`` command that deletes what these workloads left."""
+    words = ["keystone-bench", "cleanup"]
+    for w in workload_uuids:
+        words += ["--workload", leftovers.short_id(w)]
+    if spec:
+        words += ["--spec", shlex.quote(str(Path(spec).resolve()))]
+    return " ".join(words)
+
+
+def say_left_behind(outcomes: Sequence[TaskOutcome], auth_url: str, spec: str | None) -> None:
+    """On an existing cloud: what tasks cut short (or killed) may have left, and its cleanup."""
+    for o in outcomes:
+        if not o.may_have_left:
+            continue
+        why = (
+            "interrupted twice: cleanup cut short"
+            if o.cleanup_cut_short
+            else f"rally task start exited {o.rally_exit} before its cleanup ended"
+            if o.rally_exit < 0
+            else "a context's cleanup failed"
+        )
+        names = ", ".join(f"{p}*" for w in o.workload_uuids for p in leftovers.prefixes(w))
+        where = "" if spec else ", the same OS_* variables set"
+        print(
+            f"{why}. May be left in the cloud at {auth_url}: users, projects, roles, groups, "
+            f"services and regions named {names} (task {o.uuid}). Delete them{where}, with: "
+            f"{cleanup_command(o.workload_uuids, spec)}"
+        )
 
 
 def record_topology(deployment: Deployment, keystone_dir: Path, out_dir: Path) -> None:
@@ -249,7 +275,7 @@ def summarize_outcomes(outcomes: Sequence[TaskOutcome], out_dir: Path) -> int:
     for o in outcomes:
         print(f"== {o.task_file} (task {o.uuid or 'not started'})")
         if o.workloads:
-            print(format_table(o.workloads, o.counters, o.interrupted))
+            print(format_table(o.workloads, o.counters, o.no_verdict))
         for label, path in (
             ("Rally HTML", o.html_report),
             ("Rally JSON", o.json_report),
@@ -259,7 +285,7 @@ def summarize_outcomes(outcomes: Sequence[TaskOutcome], out_dir: Path) -> int:
                 print(f"    {label}: {path}")
         if o.interrupted:
             print(f"    {o.interrupted}: the reports hold what ran until then")
-        if o.uuid is None or not o.workloads:
+        if o.uuid is None or not o.workloads or o.rally_exit < 0:  # < 0: Rally was killed
             print(f"    rally task start exited {o.rally_exit}; see {out_dir}")
             rc = max(rc, 2)
         elif not o.sla_passed:

@@ -74,6 +74,7 @@ class LoadSettings:
     seed: int = 0
     timeout: float = 60.0  # per request
     stop_when_degraded: bool = False
+    force: bool = False  # a rate above the measured ceiling is tried anyway
 
     @property
     def total_workers(self) -> int:
@@ -134,10 +135,11 @@ def check_size(s: LoadSettings) -> None:
     """BenchError when the rate or the count asked is beyond what the generators hold."""
     hosts = 1 + s.expect_workers  # this host's workers, and at most one host per remote one
     ceiling = HOST_CEILING_RPS * hosts
-    if s.rate > ceiling:
+    if s.rate > ceiling and not s.force:
         raise BenchError(
             f"--rate {s.rate:g} is above what {hosts} load host(s) send "
-            f"({HOST_CEILING_RPS} requests/s each, measured): add --expect-workers or lower it"
+            f"({HOST_CEILING_RPS} requests/s each, measured): add --expect-workers or lower "
+            "it, or add --force to try anyway"
         )
     planned = s.rate * (s.duration + s.warmup)
     if planned > MAX_PLANNED_REQUESTS:
@@ -280,6 +282,13 @@ def _stop(proc: subprocess.Popen, grace: float = 10.0) -> None:
             proc.wait()
 
 
+def _signal_name(exc: BaseException) -> str:
+    try:
+        return signal.Signals(getattr(exc, "signum", signal.SIGINT)).name
+    except ValueError:
+        return "interrupted"
+
+
 def run_load(
     s: LoadSettings,
     admin_credential: Mapping[str, Any],
@@ -331,7 +340,7 @@ def run_load(
                 f"the Locust master ran past {limit:.0f} s; see {master_log}"
             ) from None
     except KeyboardInterrupt as exc:
-        _stop_interrupted(procs)
+        _stop_interrupted(procs, exc, say)
         if (out_dir / "run.json").exists():
             exc.result = _result(out_dir, time.monotonic() - t0, logs)  # type: ignore[attr-defined]
         raise
@@ -359,13 +368,19 @@ def _spawn(argv: list[str], env: Mapping[str, str], log_path: Path) -> subproces
         )
 
 
-def _stop_interrupted(procs: list[subprocess.Popen]) -> None:
+def _stop_interrupted(
+    procs: list[subprocess.Popen], exc: BaseException, say: Callable[[str], None]
+) -> None:
     """Stop an interrupted run: the master (PROCS[0]) first gets to write what it has.
 
     SIGUSR1: the master stops the workers, collects and writes what they
     sent, deletes what it made, and quits; SIGTERM only after INTERRUPT_GRACE_S.
     """
     if procs and procs[0].poll() is None:
+        say(
+            f"{_signal_name(exc)}: stopping the load; the Locust master collects and "
+            f"writes what was sent (at most {INTERRUPT_GRACE_S:g} s)"
+        )
         with contextlib.suppress(ProcessLookupError):
             procs[0].send_signal(signal.SIGUSR1)
         with contextlib.suppress(subprocess.TimeoutExpired):

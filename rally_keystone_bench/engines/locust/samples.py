@@ -213,12 +213,15 @@ def rally_report(
     env_name: str = "locust",
     load_window: tuple[float, float] | None = None,
     full_duration: float | None = None,
+    setup: tuple[float, float] | None = None,
 ) -> dict[str, Any]:
     """A Rally JSON report (format 1.2) with one workload of these samples.
 
     ``sla_results`` are criteria as Rally writes them ({criterion, success,
     detail}); the workload passes when all of them do. ``load_window`` is
     (first send, last answer) when known, else taken from the samples.
+    ``setup`` is (start, end) of making the users and their tokens, written
+    as Rally writes a context's setup.
     """
     name, args = SCENARIOS[scenario]
     data = iterations(samples)
@@ -247,7 +250,7 @@ def rally_report(
         "created_at": created,
         "updated_at": updated,
         "contexts": dict(contexts or {}),
-        "contexts_results": [],
+        "contexts_results": [_context_result(contexts, setup)] if setup else [],
         "position": 0,
         "pass_sla": passed,
         "sla_results": {"sla": [dict(c) for c in sla_results]},
@@ -334,3 +337,18 @@ def complete_sla(lost: Sequence[str], expected: int, received: int) -> dict[str,
 
 def finite(value: float) -> bool:
     return isinstance(value, float | int) and math.isfinite(value)
+
+
+def _context_result(contexts: Mapping[str, Any] | None, setup: tuple[float, float]) -> dict:
+    """The load's users and tokens as Rally reports a context: its setup's start and end."""
+    return {
+        "plugin_name": "keystone_users@locust",
+        "plugin_cfg": dict((contexts or {}).get("keystone_users") or {}),
+        "setup": {
+            "started_at": setup[0],
+            "finished_at": setup[1],
+            "atomic_actions": [],
+            "error": None,
+        },
+        "cleanup": {"started_at": None, "finished_at": None, "atomic_actions": [], "error": None},
+    }
