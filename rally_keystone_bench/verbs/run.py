@@ -131,6 +131,7 @@ def main(args: argparse.Namespace) -> int:
         deployment.validate()
         task_args = targets.identity_task_args(deployment, task_args)
     rate = check_trace_options(args)
+    options.check_history(args)
     out_dir, run_dir = rally_task.new_run_dirs(args.reports_dir)
     try:
         outcomes = _run_tasks(
@@ -150,7 +151,9 @@ def main(args: argparse.Namespace) -> int:
         record_identity(deployment, outcomes, run_dir / "keystone" / "ldap" / "slapd.log", out_dir)
     if deployment is not None:
         record_topology(deployment, run_dir / "keystone", out_dir)
-    return summarize_outcomes(outcomes, out_dir)
+    rc = summarize_outcomes(outcomes, out_dir)
+    options.record_history(args, "run", out_dir, deployment)
+    return rc
 
 
 def say_left_behind(auth_url: str) -> None:
@@ -280,3 +283,4 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--spec", default=None, help="a Rally env spec file for an existing cloud")
     parser.add_argument("--reports-dir", default="reports")
     options.add_deployment_options(parser)
+    options.add_history_option(parser)
