@@ -114,10 +114,16 @@ def keystone_identity(spec: str) -> Keystone:
     return Keystone(spec=spec, commit=commit, describe=described, repo=str(repo))
 
 
-def commits_between(older: Mapping[str, Any], newer: Mapping[str, Any], limit: int = 20) -> list[str]:
+def commits_between(
+    older: Mapping[str, Any], newer: Mapping[str, Any], limit: int = 20
+) -> list[str]:
     """``sha subject`` of the Keystone commits after run OLDER's up to run NEWER's (store rows);
     [] when either run names no commit or git cannot tell."""
-    repo, old, new = newer.get("keystone_repo"), older.get("keystone_commit"), newer.get("keystone_commit")
+    repo, old, new = (
+        newer.get("keystone_repo"),
+        older.get("keystone_commit"),
+        newer.get("keystone_commit"),
+    )
     if not repo or not old or not new or old == new or not Path(repo).is_dir():
         return []
     out = _git(Path(repo), "log", "--format=%h %s", f"-{limit}", f"{old}..{new}")

@@ -117,7 +117,9 @@ class Store:
         if self.dialect == "sqlite":
             tables = {r[0] for r in self.execute("SELECT name FROM sqlite_master")}
         else:
-            cur = self.execute("SELECT tablename FROM pg_tables WHERE schemaname = current_schema()")
+            cur = self.execute(
+                "SELECT tablename FROM pg_tables WHERE schemaname = current_schema()"
+            )
             tables = {r[0] for r in cur}
             self.conn.commit()
         if "schema_version" not in tables:
@@ -225,7 +227,8 @@ def _connect_postgresql(url: str) -> Any:
         import psycopg
     except ImportError:
         raise BenchError(
-            "a postgresql:// history store needs psycopg: pip install 'rally-keystone-bench[postgresql]'"
+            "a postgresql:// history store needs psycopg: "
+            "pip install 'rally-keystone-bench[postgresql]'"
         ) from None
     try:
         return psycopg.connect(url, connect_timeout=10)

@@ -20,7 +20,7 @@ import numpy as np
 from rally_keystone_bench.report import render, svg
 from rally_keystone_bench.verdicts.series import Found, Series
 
-PERCENTILES = (("p50", "0.5"), ("p95", "0.95"), ("p99", "0.99"))
+PERCENTILES = ("p50", "p95", "p99")  # a label of their own: "quantile" is a summary's
 CHANGE_COLOR = "#b00020"
 
 
@@ -33,7 +33,9 @@ def format_runs(runs: Sequence[Mapping[str, Any]]) -> str:
     """One line per run: id, when, verb, Keystone, rows, deployment."""
     if not runs:
         return "no runs recorded (or none matched)"
-    lines = [f"{'run':>5}  {'recorded (UTC)':<20} {'verb':<9} {'keystone':<28} {'rows':>4}  deployment"]
+    lines = [
+        f"{'run':>5}  {'recorded (UTC)':<20} {'verb':<9} {'keystone':<28} {'rows':>4}  deployment"
+    ]
     for r in runs:
         keystone = r.get("keystone_describe") or r.get("keystone")
         lines.append(
@@ -127,17 +129,25 @@ def write_html(
     store: str,
 ) -> Path:
     """history.html: the verdict, each series' chart and change points, the runs."""
-    page = render.environment().get_template("history.html.j2").render(
-        verdict=format_change_points(analysed).splitlines()[0],
-        any_change=any(f for _, f in analysed),
-        series=[
-            {"key": s.key, "machine": s.machine, "chart": render.Markup(series_chart(s, f)),
-             "found": [x.as_dict() for x in f]}
-            for s, f in analysed
-        ],  # fmt: skip
-        runs=runs,
-        store=store,
-        generated_at=dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC"),
+    page = (
+        render.environment()
+        .get_template("history.html.j2")
+        .render(
+            verdict=format_change_points(analysed).splitlines()[0],
+            any_change=any(f for _, f in analysed),
+            series=[
+                {
+                    "key": s.key,
+                    "machine": s.machine,
+                    "chart": render.Markup(series_chart(s, f)),
+                    "found": [x.as_dict() for x in f],
+                }
+                for s, f in analysed
+            ],  # fmt: skip
+            runs=runs,
+            store=store,
+            generated_at=dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC"),
+        )
     )
     path.write_text(page)
     return path
@@ -202,9 +212,10 @@ def openmetrics(runs: Sequence[Mapping[str, Any]]) -> str:
         samples = []
         for run, row in newest:
             if value_of is None:
-                for key, q in PERCENTILES:
+                for key in PERCENTILES:
                     if row.get(key) is not None:
-                        samples.append(f"{name}{{{_labels(run, row, quantile=q)}}} {_num(row[key])}")
+                        labels = _labels(run, row, percentile=key)
+                        samples.append(f"{name}{{{labels}}} {_num(row[key])}")
             elif (v := value_of(row)) is not None:
                 samples.append(f"{name}{{{_labels(run, row)}}} {_num(v)}")
         if samples:
@@ -214,7 +225,9 @@ def openmetrics(runs: Sequence[Mapping[str, Any]]) -> str:
 
 
 def _tag(value: Any) -> str:
-    return str(value).replace("\\", "\\\\").replace(",", "\\,").replace("=", "\\=").replace(" ", "\\ ")
+    return (
+        str(value).replace("\\", "\\\\").replace(",", "\\,").replace("=", "\\=").replace(" ", "\\ ")
+    )
 
 
 def _timestamp_ns(recorded_at: str) -> int:
@@ -240,11 +253,13 @@ def influx(runs: Sequence[Mapping[str, Any]]) -> str:
                 if v is not None and (isinstance(v, int) or math.isfinite(v))
             ]
             tagtext = ",".join(f"{k}={_tag(v)}" for k, v in tags.items())
-            lines.append(f"keystone_bench,{tagtext} {','.join(cells)} {_timestamp_ns(run['recorded_at'])}")
+            lines.append(
+                f"keystone_bench,{tagtext} {','.join(cells)} {_timestamp_ns(run['recorded_at'])}"
+            )
     return "\n".join(lines) + ("\n" if lines else "")
 
 
-def write_text(path: Path, text: str) -> Path:
+def save_export(path: Path, text: str) -> Path:
     """An export at PATH, written whole under a temporary name and renamed (a collector
     never reads half a file)."""
     tmp = path.with_name(f".{path.name}.tmp")

@@ -34,7 +34,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     options.add_history_option(parser)
     for name in FILTERS:
         parser.add_argument(
-            f"--{name}", default=None, metavar="TEXT", help=f"only series whose {name} contains TEXT"
+            f"--{name}",
+            default=None,
+            metavar="TEXT",
+            help=f"only series whose {name} contains TEXT",
         )
     parser.add_argument(
         "--metric",
@@ -70,7 +73,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--export", choices=("openmetrics", "influx"), default=None, help="write an export"
     )
-    parser.add_argument("--out", default=None, metavar="FILE", help="the export's file (default stdout)")
+    parser.add_argument(
+        "--out", default=None, metavar="FILE", help="the export's file (default stdout)"
+    )
     parser.add_argument(
         "--push", default=None, metavar="URL", help="push the OpenMetrics export to a Pushgateway"
     )
@@ -113,9 +118,13 @@ def _runs_from_report(directory: Path) -> list[dict[str, Any]]:
 
 
 def _export(args: argparse.Namespace, runs: list[dict[str, Any]]) -> None:
-    text = history_report.openmetrics(runs) if args.export == "openmetrics" else history_report.influx(runs)
+    text = (
+        history_report.openmetrics(runs)
+        if args.export == "openmetrics"
+        else history_report.influx(runs)
+    )
     if args.out:
-        print(f"{args.export}: {history_report.write_text(Path(args.out), text)}")
+        print(f"{args.export}: {history_report.save_export(Path(args.out), text)}")
     elif not args.push:
         sys.stdout.write(text)
     if args.push:
