@@ -241,6 +241,7 @@ def main(args: argparse.Namespace) -> int:
     cloud = cloud_credential(args) if args.target == "cloud" else None
     if args.target == "local":
         server_deployment(args)  # validated: a bad --keystone leaves no file
+    options.check_history(args)
     out_dir, run_dir = rally_task.new_run_dirs(args.reports_dir)
     started = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
     progress(
@@ -251,8 +252,12 @@ def main(args: argparse.Namespace) -> int:
     records.write_json(out_dir / "load.json", redact(doc), indent=None, default=str)
     with rally_task.sigterm_as_interrupt():
         if args.engine == "locust":
-            return run_locust(args, settings, out_dir, run_dir, cloud)
-        return run_rally(args, settings, out_dir, run_dir)
+            rc = run_locust(args, settings, out_dir, run_dir, cloud)
+        else:
+            rc = run_rally(args, settings, out_dir, run_dir)
+    local = server_deployment(args) if args.target == "local" else None
+    options.record_history(args, "load", out_dir, local, where=f"{args.target} target")
+    return rc
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -316,3 +321,4 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="--target local: Keystone server worker processes (default 2)",
     )
     options.add_deployment_options(parser, workers=False)
+    options.add_history_option(parser)

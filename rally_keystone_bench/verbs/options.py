@@ -9,6 +9,7 @@ import argparse
 import dataclasses
 import math
 import os
+from collections.abc import Sequence
 from pathlib import Path
 
 from rally_keystone_bench import boundary
@@ -267,13 +268,16 @@ def record_history(
     out_dir: Path,
     deployment: Deployment | None,
     where: str = "existing cloud",
+    line: str | None = None,
+    rows: Sequence[history_records.ActionRow] = (),
 ) -> int | None:
-    """Record the summaries a verb wrote under OUT_DIR as one run; its id (None: no store,
-    or nothing measured). WHERE names a target without a local deployment."""
+    """Record the summaries a verb wrote under OUT_DIR (and ROWS it made) as one run; its
+    id (None: no store, or nothing measured). WHERE names a target without a local
+    deployment; LINE replaces the deployment line (gate: both sides)."""
     url = history_url(args)
     if not url:
         return None
-    rows = history_records.rows_under(out_dir, verb)
+    rows = [*rows, *history_records.rows_under(out_dir, verb)]
     if not rows:
         print(f"history: nothing to record from {out_dir} (no summary.json)")
         return None
@@ -281,7 +285,7 @@ def record_history(
     record = history_records.build_record(
         verb,
         keystone,
-        deployment.describe() if deployment else where,
+        line or (deployment.describe() if deployment else where),
         dict(deployment.conf) if deployment else {},
         rows,
         str(out_dir),

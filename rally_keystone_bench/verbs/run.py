@@ -152,7 +152,8 @@ def main(args: argparse.Namespace) -> int:
     if deployment is not None:
         record_topology(deployment, run_dir / "keystone", out_dir)
     rc = summarize_outcomes(outcomes, out_dir)
-    options.record_history(args, "run", out_dir, deployment)
+    where = f"cloud {rallyenv.auth_url_of(cloud)}" if cloud is not None else "existing cloud"
+    options.record_history(args, "run", out_dir, deployment, where=where)
     return rc
 
 
