@@ -226,11 +226,7 @@ def main(args: argparse.Namespace) -> int:
             raise
     (html, js), rows = report()
     print_summary(rows, args.repeat, per_node, (html, js, out_dir))
-    for name, dep in deployments.items():  # one run per deployment run that measured
-        for k in range(1, args.repeat + 1):
-            sub = name if args.repeat == 1 else f"{name}-run{k}"
-            if (name if args.repeat == 1 else f"{name} (run {k})") not in errors:
-                options.record_history(args, "matrix", out_dir / sub, dep)
+    record_history(args, deployments, out_dir, errors)
     if errors:
         names = ", ".join(errors)
         raise BenchError(
@@ -238,6 +234,20 @@ def main(args: argparse.Namespace) -> int:
             f"the reasons are in {js}"
         )
     return 1 if failed else 0
+
+
+def record_history(
+    args: argparse.Namespace,
+    deployments: Mapping[str, Deployment],
+    out_dir: Path,
+    errors: Mapping[str, str],
+) -> None:
+    """With --history: one run per deployment run that measured, with its deployment line."""
+    for name, dep in deployments.items():
+        for k in range(1, args.repeat + 1):
+            sub = name if args.repeat == 1 else f"{name}-run{k}"
+            if (name if args.repeat == 1 else f"{name} (run {k})") not in errors:
+                options.record_history(args, "matrix", out_dir / sub, dep)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
