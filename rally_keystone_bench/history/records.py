@@ -114,6 +114,12 @@ def keystone_identity(spec: str) -> Keystone:
     return Keystone(spec=spec, commit=commit, describe=described, repo=str(repo))
 
 
+def deployment_line(describe: str, spec: str) -> str:
+    """A deployment line without the Keystone's name: the Keystone is recorded apart, and
+    a new commit of master must stay in the same series."""
+    return describe.removeprefix(gitref.label(spec) + " ")
+
+
 def commits_between(
     older: Mapping[str, Any], newer: Mapping[str, Any], limit: int = 20
 ) -> list[str]:

@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 
 from rally_keystone_bench.report import render, svg
-from rally_keystone_bench.verdicts.series import Found, Series
+from rally_keystone_bench.verdicts.series import ANY_DEPLOYMENT, Found, Series
 
 PERCENTILES = ("p50", "p95", "p99")  # a label of their own: "quantile" is a summary's
 CHANGE_COLOR = "#b00020"
@@ -58,11 +58,13 @@ def format_series(series: Series, found: Sequence[Found]) -> str:
     starts = {f.run_after.run_id: f for f in found}
     lines = [f"{series.key}", f"machine: {series.machine}"]
     lines.append(f"    {'run':>5}  {'recorded (UTC)':<20} {'keystone':<28} {series.metric:>12}")
+    across = series.deployment == ANY_DEPLOYMENT
     for p in series.points:
         mark = f"  <- {starts[p.run_id].change.sentence()}" if p.run_id in starts else ""
+        line = f"  {p.deployment}" if across else ""
         lines.append(
             f"    {p.run_id:>5}  {p.recorded_at:<20} {_short(p.keystone, 28):<28}"
-            f" {_value(series.metric, p.value):>12}{mark}"
+            f" {_value(series.metric, p.value):>12}{line}{mark}"
         )
     return "\n".join(lines)
 

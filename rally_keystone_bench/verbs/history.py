@@ -47,6 +47,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--series", action="store_true", help="print each series run by run")
     parser.add_argument(
+        "--across-deployments",
+        action="store_true",
+        help="one series over every deployment line: an experiment that changes a setting "
+        "(--password-hash-rounds, --set) finds its change point where the setting changed",
+    )
+    parser.add_argument(
         "--changes", action="store_true", help="find the change points of each series"
     )
     parser.add_argument("--html", default=None, metavar="FILE", help="draw the series into FILE")
@@ -155,7 +161,7 @@ def _analysed(args: argparse.Namespace, runs: list[dict[str, Any]]) -> list[tupl
     )
     by_id = {r["id"]: r for r in runs}
     out = []
-    for s in history_series.build_series(runs, args.metric):
+    for s in history_series.build_series(runs, args.metric, args.across_deployments):
         if not _matches(args, s):
             continue
         found = history_series.change_points(s, by_id, settings, records.commits_between)

@@ -262,6 +262,10 @@ def check_history(args: argparse.Namespace) -> str | None:
     return url
 
 
+def deployment_line(deployment: Deployment) -> str:
+    return history_records.deployment_line(deployment.describe(), deployment.keystone)
+
+
 def record_history(
     args: argparse.Namespace,
     verb: str,
@@ -285,7 +289,7 @@ def record_history(
     record = history_records.build_record(
         verb,
         keystone,
-        line or (deployment.describe() if deployment else where),
+        line or (deployment_line(deployment) if deployment else where),
         dict(deployment.conf) if deployment else {},
         rows,
         str(out_dir),

@@ -28,6 +28,7 @@ class Point:
     recorded_at: str
     keystone: str
     value: float
+    deployment: str = ""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -78,8 +79,14 @@ def _keystone_label(run: Mapping[str, Any]) -> str:
     return run.get("keystone_describe") or run.get("keystone") or "?"
 
 
-def build_series(runs: Sequence[Mapping[str, Any]], metric: str = "p50") -> list[Series]:
-    """Every series of METRIC in RUNS (store.runs() order: oldest first)."""
+ANY_DEPLOYMENT = "any deployment"
+
+
+def build_series(
+    runs: Sequence[Mapping[str, Any]], metric: str = "p50", across_deployments: bool = False
+) -> list[Series]:
+    """Every series of METRIC in RUNS (store.runs() order: oldest first); ACROSS_DEPLOYMENTS:
+    one series over every deployment line (an experiment that changes a setting)."""
     if metric not in METRICS:
         raise ValueError(metric)
     grouped: dict[tuple[str, str, str, str], list[Point]] = {}
@@ -88,9 +95,16 @@ def build_series(runs: Sequence[Mapping[str, Any]], metric: str = "p50") -> list
             value = row.get(metric)
             if value is None:
                 continue
-            key = (row["workload"], row["action"], run.get("deployment") or "", run["machine"])
+            line = ANY_DEPLOYMENT if across_deployments else run.get("deployment") or ""
+            key = (row["workload"], row["action"], line, run["machine"])
             grouped.setdefault(key, []).append(
-                Point(run["id"], run["recorded_at"], _keystone_label(run), float(value))
+                Point(
+                    run["id"],
+                    run["recorded_at"],
+                    _keystone_label(run),
+                    float(value),
+                    run.get("deployment") or "",
+                )
             )
     return [Series(*key, metric, tuple(points)) for key, points in grouped.items()]
 
