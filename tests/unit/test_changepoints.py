@@ -124,3 +124,15 @@ def test_a_deployment_or_machine_of_its_own_is_a_series_of_its_own():
     runs[3]["machine"] = "faster cpu, 8 cores"
     runs[4]["deployment"] = "keystone gunicorn 2x1 sqlite"
     assert sorted(len(s.points) for s in build_series(runs, "p95")) == [1, 1, 4]
+
+
+def test_across_deployments_one_series_spans_a_changed_setting():
+    runs = _runs([0.1] * 6)
+    for r in runs[3:]:
+        r["deployment"] = "uwsgi 2x1 sqlite rounds=8"
+    assert len(build_series(runs, "p50")) == 2
+    (joined,) = build_series(runs, "p50", across_deployments=True)
+    assert [p.deployment for p in joined.points][2:4] == [
+        "keystone uwsgi 2x1 sqlite",
+        "uwsgi 2x1 sqlite rounds=8",
+    ]

@@ -173,3 +173,15 @@ def test_a_killed_writer_leaves_the_store_readable_and_every_run_whole(tmp_path)
         assert {len(r["rows"]) for r in runs} == {rows_per_run}
         s.record(a_record(tmp_path / "after"))  # and the next writer still writes
         assert len(s.runs()) == len(runs) + 1
+
+
+def test_the_deployment_line_leaves_the_keystone_to_its_own_column():
+    """A nightly of master (a checkout, or each night's git-commit: spec) stays one series."""
+    from rally_keystone_bench.deploy.keystone import Deployment
+
+    lines = set()
+    for spec in ("keystone==30.0.0", "/src/keystone", "git-commit:/src/keystone@" + "a" * 40):
+        dep = Deployment(keystone=spec, password_hash_rounds=4)
+        lines.add(records.deployment_line(dep.describe(), spec))
+    (line,) = lines
+    assert line.startswith("uwsgi 2x1 sqlite rounds=4")
