@@ -185,3 +185,18 @@ def test_the_deployment_line_leaves_the_keystone_to_its_own_column():
         lines.add(records.deployment_line(dep.describe(), spec))
     (line,) = lines
     assert line.startswith("uwsgi 2x1 sqlite rounds=4")
+
+
+def test_capacity_records_n_as_the_rate_of_a_row_of_its_own(tmp_path):
+    from rally_keystone_bench.verbs import capacity as capacity_verb
+    from rally_keystone_bench.verdicts import capacity
+
+    settings = capacity.Settings("validate", 1, 100, 10, 30, 0.01, 1)
+    probes = [capacity.Probe(1, "search", 50.0), capacity.Probe(2, "confirm N", 42.0)]
+    row = capacity_verb.capacity_row(settings, capacity.Outcome(42.0, "found", probes=probes))
+    rec = records.build_record("capacity", records.Keystone("keystone"), "d", {}, [row], "x")
+    with Store.open(str(tmp_path / "h.sqlite")) as store:
+        store.record(rec)
+        ((stored,),) = [r["rows"] for r in store.runs(action="capacity")]
+    assert stored["rate"] == 42.0 and stored["count"] == 2
+    assert stored["workload"] == f"capacity {settings.rally_scenario} (rally)"
