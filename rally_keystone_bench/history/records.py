@@ -106,7 +106,7 @@ def keystone_identity(spec: str) -> Keystone:
     elif venv.is_local_checkout(spec) and Path(spec).is_dir():
         repo, sha = Path(spec).resolve(), "HEAD"
     else:
-        return Keystone(spec=spec)
+        return Keystone(spec=spec, describe=installed_release(spec))
     commit = _git(repo, "rev-parse", "--verify", "--quiet", f"{sha}^{{commit}}")
     if commit is None:
         return Keystone(spec=spec, repo=str(repo))
@@ -118,6 +118,15 @@ def deployment_line(describe: str, spec: str) -> str:
     """A deployment line without the Keystone's name: the Keystone is recorded apart, and
     a new commit of master must stay in the same series."""
     return describe.removeprefix(gitref.label(spec) + " ")
+
+
+def installed_release(spec: str) -> str | None:
+    """``keystone X.Y.Z`` as installed for a release SPEC (``keystone`` is the newest)."""
+    env = venv.env_path(spec)
+    if not (env / "bin" / "python").is_file():
+        return None
+    version = venv.keystone_version(env)
+    return None if version == "unknown" else f"keystone {version}"
 
 
 def commits_between(

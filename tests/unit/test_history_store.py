@@ -200,3 +200,33 @@ def test_capacity_records_n_as_the_rate_of_a_row_of_its_own(tmp_path):
         ((stored,),) = [r["rows"] for r in store.runs(action="capacity")]
     assert stored["rate"] == 42.0 and stored["count"] == 2
     assert stored["workload"] == f"capacity {settings.rally_scenario} (rally)"
+
+
+def test_a_checkout_is_recorded_by_commit_and_describe_and_the_commits_between_named(tmp_path):
+    repo = tmp_path / "keystone"
+    repo.mkdir()
+
+    def git(*args: str) -> str:
+        return subprocess.run(
+            ["git", "-C", str(repo), "-c", "user.name=t", "-c", "user.email=t@t", *args],
+            capture_output=True, text=True, check=True,
+        ).stdout.strip()  # fmt: skip
+
+    git("init", "-q")
+    git("commit", "-q", "--allow-empty", "-m", "first")
+    git("tag", "30.0.0")
+    older = records.keystone_identity(str(repo))
+    git("commit", "-q", "--allow-empty", "-m", "Cache the role assignments")
+    git("commit", "-q", "--allow-empty", "-m", "Add a second hash round")
+    newer = records.keystone_identity(str(repo))
+    assert older.describe == "30.0.0" and newer.describe.startswith("30.0.0-2-g")
+    assert newer.commit == git("rev-parse", "HEAD") and newer.repo == str(repo)
+    old_run = {"keystone_commit": older.commit, "keystone_repo": older.repo}
+    new_run = {"keystone_commit": newer.commit, "keystone_repo": newer.repo}
+    between = records.commits_between(old_run, new_run)
+    assert [c.split(" ", 1)[1] for c in between] == [
+        "Add a second hash round",
+        "Cache the role assignments",
+    ]
+    assert records.commits_between(new_run, new_run) == []
+    assert records.keystone_identity("keystone==1.0").commit is None
