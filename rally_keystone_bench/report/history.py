@@ -53,6 +53,18 @@ def _value(metric: str, v: float) -> str:
     return f"{v:.3g}"
 
 
+def change_sentence(metric: str, f: Found) -> str:
+    """pyperf's phrasing, in the metric's unit: ``15.4% higher from run 11 (137.16 ms ->
+    158.24 ms, p = 0.005)``."""
+    c = f.change
+    word = "higher" if c.relative_change > 0 else "lower"
+    return (
+        f"{abs(c.relative_change) * 100:.1f}% {word} from run {f.run_after.run_id} "
+        f"({_value(metric, c.mean_before)} -> {_value(metric, c.mean_after)}, "
+        f"p = {c.p_value:.3f})"
+    )
+
+
 def format_series(series: Series, found: Sequence[Found]) -> str:
     """SERIES run by run, a marker on the run where a change point starts."""
     starts = {f.run_after.run_id: f for f in found}
@@ -60,7 +72,9 @@ def format_series(series: Series, found: Sequence[Found]) -> str:
     lines.append(f"    {'run':>5}  {'recorded (UTC)':<20} {'keystone':<28} {series.metric:>12}")
     across = series.deployment == ANY_DEPLOYMENT
     for p in series.points:
-        mark = f"  <- {starts[p.run_id].change.sentence()}" if p.run_id in starts else ""
+        mark = (
+            f"  <- {change_sentence(series.metric, starts[p.run_id])}" if p.run_id in starts else ""
+        )
         line = f"  {p.deployment}" if across else ""
         lines.append(
             f"    {p.run_id:>5}  {p.recorded_at:<20} {_short(p.keystone, 28):<28}"
@@ -81,7 +95,8 @@ def format_change_points(analysed: Sequence[tuple[Series, Sequence[Found]]]) -> 
         lines.append(f"  {series.key}")
         for f in found:
             lines.append(
-                f"    run {f.run_after.run_id} ({f.run_after.keystone}): {f.change.sentence()}"
+                f"    run {f.run_after.run_id} ({f.run_after.keystone}): "
+                f"{change_sentence(series.metric, f)}"
             )
             for commit in f.commits:
                 lines.append(f"      {commit}")
@@ -124,6 +139,14 @@ def series_chart(series: Series, found: Sequence[Found]) -> str:
     return svg.document(series.key, body, legend)
 
 
+def _found_row(metric: str, f: Found) -> dict[str, Any]:
+    """A change point for the page: its numbers, and its means in the metric's unit."""
+    return f.as_dict() | {
+        "before": _value(metric, f.change.mean_before),
+        "after": _value(metric, f.change.mean_after),
+    }
+
+
 def write_html(
     path: Path,
     analysed: Sequence[tuple[Series, Sequence[Found]]],
@@ -142,7 +165,7 @@ def write_html(
                     "key": s.key,
                     "machine": s.machine,
                     "chart": render.Markup(series_chart(s, f)),
-                    "found": [x.as_dict() for x in f],
+                    "found": [_found_row(s.metric, x) for x in f],
                 }
                 for s, f in analysed
             ],  # fmt: skip
