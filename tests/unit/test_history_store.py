@@ -230,3 +230,26 @@ def test_a_checkout_is_recorded_by_commit_and_describe_and_the_commits_between_n
     ]
     assert records.commits_between(new_run, new_run) == []
     assert records.keystone_identity("keystone==1.0").commit is None
+
+
+def test_a_verb_records_its_reports_under_its_deployment_line(tmp_path, monkeypatch, capsys):
+    """What run/scale/load call once their reports are written (verbs/options.py)."""
+    import argparse
+
+    from rally_keystone_bench.deploy.keystone import Deployment
+    from rally_keystone_bench.verbs import options
+
+    out = report_dir(tmp_path)
+    dep = Deployment(password_hash_rounds=4, conf={"token.provider": "jws"})
+    monkeypatch.setenv("KEYSTONE_BENCH_HISTORY", str(tmp_path / "env.sqlite"))
+    args = argparse.Namespace(history=None)  # the environment names the store
+    assert options.record_history(args, "run", out, dep) == 1
+    assert "history: run 1 recorded in" in capsys.readouterr().out
+    with Store.open(str(tmp_path / "env.sqlite")) as store:
+        (run,) = store.runs()
+    assert run["deployment"] == records.deployment_line(dep.describe(), dep.keystone)
+    assert "rounds=4" in run["deployment"] and not run["deployment"].startswith("keystone")
+    assert run["settings"] == {"token.provider": "jws"} and run["verb"] == "run"
+    assert options.record_history(args, "run", tmp_path / "empty", dep) is None  # no summary
+    monkeypatch.delenv("KEYSTONE_BENCH_HISTORY")
+    assert options.record_history(args, "run", out, dep) is None  # no store: nothing to do
