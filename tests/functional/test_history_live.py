@@ -93,3 +93,37 @@ def test_a_run_recorded_to_postgresql_reads_back_and_draws(tmp_path, pg_store):
     assert "history: run 1 recorded in postgresql://postgres@127.0.0.1:5432/test" in proc.stdout
     assert psql(f"SELECT count(*) FROM {schema}.runs").strip() == "1"
     check_read_back(tmp_path, url)
+
+
+WRITER = """
+import sys
+from rally_keystone_bench.history import records
+from rally_keystone_bench.history.store import Store
+url, tag = sys.argv[1:3]
+row = records.ActionRow("w#1 X", "total", 0.1, 0.2, 0.3, 5.0, 100.0, 10)
+for i in range(20):
+    with Store.open(url) as store:
+        store.record(records.build_record("run", records.Keystone(tag), "d", {}, [row] * 50, "x"))
+"""
+
+
+def test_two_writers_to_one_postgresql_store_both_land(tmp_path, pg_store):
+    """Both start on an empty schema: the first migration is taken under a lock, once."""
+    import os
+    import sys
+
+    from _bench_helpers import ROOT
+
+    url, schema = pg_store
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    procs = [
+        subprocess.Popen([sys.executable, "-c", WRITER, url, tag], env=env, stderr=subprocess.PIPE)
+        for tag in ("A", "B")
+    ]
+    for p in procs:
+        _, err = p.communicate(timeout=300)
+        assert p.returncode == 0, err.decode()[-2000:]
+    counts = psql(f"SELECT keystone, count(*) FROM {schema}.runs GROUP BY keystone ORDER BY 1")
+    assert counts.split() == ["A|20", "B|20"]
+    assert psql(f"SELECT count(*) FROM {schema}.results").strip() == str(40 * 50)
+    assert psql(f"SELECT count(*) FROM {schema}.schema_version").strip() == "1"
