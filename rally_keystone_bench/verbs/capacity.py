@@ -22,6 +22,7 @@ from rally_keystone_bench.driver import task as rally_task
 from rally_keystone_bench.driver.rally import RallyHome
 from rally_keystone_bench.engines.locust.engine import MAX_PLANNED_REQUESTS
 from rally_keystone_bench.errors import BenchError
+from rally_keystone_bench.history.records import ActionRow
 from rally_keystone_bench.report import capacity as capacity_report
 from rally_keystone_bench.verbs import options
 from rally_keystone_bench.verdicts import capacity, results
@@ -398,6 +399,7 @@ def main(args: argparse.Namespace) -> int:
         deployment.validate()
     elif args.target == "cloud":
         cloud = options.cloud_spec(args)
+    options.check_history(args)
     out_dir, run_dir = rally_task.new_run_dirs(args.reports_dir)
     if args.target == "mock":
         mock = options.mock(args, run_dir)
@@ -457,7 +459,25 @@ def main(args: argparse.Namespace) -> int:
     print(f"elapsed: {elapsed_text(elapsed)}")
     if outcome.status == "not measurable":
         raise BenchError(outcome.message)
+    options.record_history(
+        args, "capacity", out_dir, deployment, where=target, rows=[capacity_row(settings, outcome)]
+    )
     return outcome.exit_code
+
+
+def capacity_row(settings: capacity.Settings, outcome: capacity.Outcome) -> ActionRow:
+    """The capacity as a history row: its rate is N (None when even --low degrades), its
+    count the probes it took."""
+    return ActionRow(
+        workload=f"capacity {settings.rally_scenario} ({settings.engine})",
+        action="capacity",
+        p50=None,
+        p95=None,
+        p99=None,
+        rate=outcome.n,
+        success_percent=None,
+        count=len(outcome.probes),
+    )
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -499,6 +519,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--spec", default=None)
     parser.add_argument("--reports-dir", default="reports")
     options.add_force_option(parser)
+    options.add_history_option(parser)
     parser.add_argument(
         "--abort-on-sla-failure",
         action=argparse.BooleanOptionalAction,

@@ -420,6 +420,7 @@ def main(args: argparse.Namespace) -> int:
     task = rally_task.task_file(args.task)
     task_args = rally_task.parse_task_args(getattr(args, "task_args", None))
     deps, commits = side_deployments(args)
+    verb_options.check_history(args)
     stamp = rally_task.utc_stamp()
     out_dir = (Path(args.reports_dir) / stamp).resolve()
     run_root = rally_task.run_dir(f"gate-{stamp}").resolve()
@@ -476,12 +477,16 @@ def main(args: argparse.Namespace) -> int:
                 break
             rally_task.progress(f"{result.headline()}; extending with another task run")
     assert result is not None
-    return write_reports(result, out_dir, evidence, getattr(args, "max_sql_increase", 0))
+    rc = write_reports(result, out_dir, evidence, getattr(args, "max_sql_increase", 0))
+    line = " | ".join(f"{side}: {side_name(deps, commits, side)}" for side in SIDES)
+    verb_options.record_history(args, "gate", out_dir, deps["candidate"], line=line)
+    return rc
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """The options of ``keystone-bench gate``."""
     add_baseline_arguments(parser)
+    verb_options.add_history_option(parser)
     parser.add_argument("--candidate", required=True, metavar="SPEC")
     parser.add_argument(
         "--task",

@@ -251,6 +251,7 @@ def main(args: argparse.Namespace) -> int:
     cloud = cloud_credential(args) if args.target == "cloud" else None
     if args.target == "local":
         server_deployment(args)  # validated: a bad --keystone leaves no file
+    options.check_history(args)
     out_dir, run_dir = rally_task.new_run_dirs(args.reports_dir)
     started = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
     progress(
@@ -262,9 +263,13 @@ def main(args: argparse.Namespace) -> int:
     if args.engine == "locust":
         # A second signal while the master collects and writes would lose it all.
         with rally_task.sigterm_as_interrupt(later_noted=True):
-            return run_locust(args, settings, out_dir, run_dir, cloud)
-    with rally_task.sigterm_as_interrupt():
-        return run_rally(args, settings, out_dir, run_dir)
+            rc = run_locust(args, settings, out_dir, run_dir, cloud)
+    else:
+        with rally_task.sigterm_as_interrupt():
+            rc = run_rally(args, settings, out_dir, run_dir)
+    local = server_deployment(args) if args.target == "local" else None
+    options.record_history(args, "load", out_dir, local, where=f"{args.target} target")
+    return rc
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -329,3 +334,4 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="--target local: Keystone server worker processes (default 2)",
     )
     options.add_deployment_options(parser, workers=False)
+    options.add_history_option(parser)

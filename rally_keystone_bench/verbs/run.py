@@ -133,6 +133,7 @@ def main(args: argparse.Namespace) -> int:
         deployment.validate()
         task_args = targets.identity_task_args(deployment, task_args)
     rate = check_trace_options(args)
+    options.check_history(args)
     out_dir, run_dir = rally_task.new_run_dirs(args.reports_dir)
     try:
         outcomes = _run_tasks(
@@ -155,6 +156,8 @@ def main(args: argparse.Namespace) -> int:
     rc = summarize_outcomes(outcomes, out_dir)
     if cloud is not None:  # a local Keystone takes whatever was left with it
         say_left_behind(outcomes, rallyenv.auth_url_of(cloud), args.spec)
+    where = f"cloud {rallyenv.auth_url_of(cloud)}" if cloud is not None else "existing cloud"
+    options.record_history(args, "run", out_dir, deployment, where=where)
     return rc
 
 
@@ -306,3 +309,4 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--spec", default=None, help="a Rally env spec file for an existing cloud")
     parser.add_argument("--reports-dir", default="reports")
     options.add_deployment_options(parser)
+    options.add_history_option(parser)

@@ -64,6 +64,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument("--reports-dir", default="reports")
     options.add_deployment_options(p)
+    options.add_history_option(p)
 
 
 def main(args: argparse.Namespace) -> int:
@@ -77,6 +78,7 @@ def main(args: argparse.Namespace) -> int:
     # Keystone's environment before the first point: a SPEC that does not
     # install is bad input, said once, before any Keystone starts.
     venv.ensure_keystone_env(deployment.keystone, progress=rally_task.progress)
+    options.check_history(args)
     out_dir, run_dir = rally_task.new_run_dirs(args.reports_dir)
     print(f"scale: {plan.describe()}; {args.workload}, {args.times} requests per point")
     sweep = Sweep(plan.dimension, action, deployment.describe())
@@ -105,7 +107,9 @@ def main(args: argparse.Namespace) -> int:
         raise
     finally:
         rally_task.remove_if_empty(out_dir, run_dir)
-    return sweep.finish(out_dir)
+    rc = sweep.finish(out_dir)
+    options.record_history(args, "scale", out_dir, deployment)
+    return rc
 
 
 def point_deployment(deployment: Deployment, dim: growth.Dimension, size: int) -> Deployment:
