@@ -57,6 +57,8 @@ def gather(outcome: Any, keystone_dir: Path | None, profile: Path | None = None)
         return
     if traced:
         outcome.counters = per_workload(records, outcome.workloads)
+        pools = tracing.checked_out(keystone_dir) if keystone_dir else {}
+        outcome.checked_out = sum(pools.values()) if pools else None
     flame = None
     stem = outcome.task_file.stem
     if profile is not None and profile.exists():
@@ -64,7 +66,10 @@ def gather(outcome: Any, keystone_dir: Path | None, profile: Path | None = None)
         flame = flame_svg(stacks, f"{stem}: Keystone's server processes") if stacks else None
     if outcome.summary is not None:
         label = f"{stem} ({outcome.interrupted}: what ran)" if outcome.interrupted else stem
-        write_summary(outcome.workloads, outcome.summary.parent, label, outcome.counters, flame)
+        state = {"db_connections_checked_out": outcome.checked_out} if traced else None
+        write_summary(
+            outcome.workloads, outcome.summary.parent, label, outcome.counters, flame, state
+        )
 
 
 def server_pids(keystone_dir: Path | None) -> list[int]:

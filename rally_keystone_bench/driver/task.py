@@ -410,6 +410,7 @@ class TaskOutcome:
     interrupted_by: int | None = None  # the signal that stopped the task, if one did
     cleanup_cut_short: bool = False  # a second signal stopped Rally before its cleanup ended
     counters: list = dataclasses.field(default_factory=list)  # per workload: Keystone's costs
+    checked_out: int | None = None  # Keystone's DB connections checked out after the load
 
     @property
     def interrupted(self) -> str | None:

@@ -12,7 +12,12 @@ from __future__ import annotations
 import collections
 import json
 import os
+import re
+import socket
 import subprocess
+import sys
+import time
+from pathlib import Path
 
 import pytest
 from _bench_helpers import ROOT, bench, live_pids, states, tiny_task
@@ -21,6 +26,9 @@ from rally_keystone_bench.clients.tokens import TokenClient, UserAuth
 from rally_keystone_bench.deploy import tracing
 from rally_keystone_bench.deploy.keystone import Deployment, LocalKeystone
 from rally_keystone_bench.verdicts import counters
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from _packages import require_package  # noqa: E402
 
 pytestmark = pytest.mark.functional
 
@@ -106,6 +114,83 @@ def test_one_more_query_per_validation_fails_the_gate_on_counters(tmp_path):
     assert all(live_pids(s) == [] for s in states(tmp_path / ".keystone-bench"))
     assert not list((tmp_path / ".keystone-bench").rglob("trace-key"))
     assert not list((tmp_path / ".keystone-bench").rglob("traces"))
+
+
+def _memcached_stats(port: int) -> dict[str, int]:
+    """memcached's own counters (its ``stats`` command)."""
+    with socket.create_connection(("127.0.0.1", port), timeout=10) as conn:
+        conn.sendall(b"stats\r\n")
+        data = b""
+        while not data.endswith(b"END\r\n"):
+            data += conn.recv(65536)
+    fields = [line.split() for line in data.decode().splitlines() if line.startswith("STAT ")]
+    return {f[1]: int(f[2]) for f in fields if f[2].isdigit()}
+
+
+def test_cache_counts_match_memcacheds_own_stats_and_no_connection_is_left_out(tmp_path):
+    """Serial requests, one client: memcached's stats move only for the request in flight."""
+    require_package("memcached", "memcached")
+    dep = Deployment(workers=1, password_hash_rounds=4, trace=True, cache="memcached")
+    with LocalKeystone(dep, tmp_path) as ks:
+        with tracing.client_environment(ks.run_dir):
+            client = TokenClient(ks.auth_url)
+        auth = UserAuth.from_credential(ks.admin_credentials)
+        client.authorize(auth)
+        direct = []
+        for _ in range(3):
+            before = _memcached_stats(ks.memcached_port)
+            token = client.issue(auth).token
+            between = _memcached_stats(ks.memcached_port)
+            client.validate(token)
+            after = _memcached_stats(ks.memcached_port)
+            for a, b in ((before, between), (between, after)):
+                direct.append(tuple(b[k] - a[k] for k in ("cmd_get", "get_misses", "cmd_set")))
+        costs = counters.request_costs(tracing.read_records(ks.run_dir))[1:]  # past authorize
+        left = tracing.checked_out(ks.run_dir)
+    assert [(c.cache_gets, c.cache_misses, c.cache_sets) for c in costs] == direct
+    assert all(gets > 0 for gets, _, _ in direct)
+    assert left and set(left.values()) == {0}, left  # the worker's file, nothing checked out
+
+
+@pytest.mark.slow
+def test_ldap_calls_match_the_operations_slapd_logged(tmp_path):
+    """Pools off: each call of Keystone's LDAP handler is one operation on the wire."""
+    require_package("slapd", "slapd", "ldap-utils", "libldap2-dev", "libsasl2-dev")
+    dep = Deployment(
+        workers=1, password_hash_rounds=4, trace=True, identity="ldap", ldap_pool=False
+    )
+    with LocalKeystone(dep, tmp_path) as ks:
+        user = json.loads(ks.directory_users_path.read_text())["users"][0]
+        auth = UserAuth(username=user["name"], password=user["password"], user_domain_name="LDAP")
+        with tracing.client_environment(ks.run_dir):
+            client = TokenClient(ks.auth_url)
+        log = ks.run_dir / "ldap" / "slapd.log"
+        direct = []
+        for _ in range(3):
+            before = _slapd_operations(log)
+            assert client.issue(auth, scope="unscoped").status == 201
+            direct.append(_wait_for_more(log, before))
+        costs = counters.request_costs(tracing.read_records(ks.run_dir))
+    assert [len(c.ldap_calls) for c in costs] == direct
+    assert all(n >= 3 for n in direct)  # a bind, a search, an unbind at least
+    assert "LDAP" not in str(costs[0].ldap_calls)  # call names only: no DN, no password
+
+
+def _slapd_operations(log) -> int:
+    """Operations slapd logged: each ``conn=N op=M`` once (its request and RESULT lines)."""
+    text = log.read_text(errors="replace")
+    return len(set(re.findall(r"(conn=\d+ op=\d+) [A-Z]", text)))
+
+
+def _wait_for_more(log, before: int) -> int:
+    """The operations logged since BEFORE, once slapd's log stops growing (its writes lag)."""
+    seen, still = _slapd_operations(log), 0
+    while still < 3:
+        time.sleep(0.2)
+        now = _slapd_operations(log)
+        still = still + 1 if now == seen else 0
+        seen = now
+    return seen - before
 
 
 def _py_spy_pids(under) -> list[int]:
