@@ -8,6 +8,7 @@ again with them.
 
 from __future__ import annotations
 
+import collections
 import json
 import os
 from collections.abc import Sequence
@@ -138,3 +139,25 @@ def load_saved(result: str) -> dict[str, counters.ActionCounters] | None:
         for name, saved in (wl.get("counters") or {}).items():
             found[f"{name} (workload {i})"] = counters.ActionCounters.from_dict(saved)
     return found or None
+
+
+def load_profile(result: str, workloads: Sequence[Any]) -> tuple[collections.Counter, dict] | None:
+    """py-spy's stacks that ``run`` kept beside RESULT (``STEM-profile.txt``), and the requests.
+
+    The requests: each atomic action's iterations in WORKLOADS (RESULT's),
+    and all of them under ``profiles.ANY``. None without a profile file.
+    """
+    path = Path(result)
+    profile = path.parent / f"{path.stem}-profile.txt"
+    if not path.is_file() or not profile.is_file():
+        return None
+    stacks = profiles.parse(profile.read_text(errors="replace").splitlines())
+    if not stacks:
+        return None
+    requests: collections.Counter = collections.Counter()
+    for wl in workloads:
+        for name, a in wl.actions.items():
+            if name != "total":
+                requests[name] += a.count
+                requests[profiles.ANY] += a.count
+    return stacks, dict(requests)
