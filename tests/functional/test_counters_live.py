@@ -13,6 +13,7 @@ import collections
 import json
 import os
 import re
+import signal
 import socket
 import subprocess
 import sys
@@ -246,3 +247,61 @@ def test_the_150_ms_tree_names_the_sleep_under_the_issue_handler(tmp_path):
     # 150 ms asked; a starved worker wakes late (seen: +230 ms at load average 17)
     assert 100 <= added <= 400, top
     assert all(live_pids(s) == [] for s in states(tmp_path / ".keystone-bench"))
+
+
+@pytest.mark.slow
+def test_sigint_mid_run_keeps_the_counters_gathered_so_far(tmp_path):
+    """Ctrl-C once Rally's log shows 6 iterations done (100000 cannot end first): the
+    partial summary still has Keystone's counters for what ran. No timed assertion."""
+    task = tmp_path / "long.json"
+    task.write_text(
+        json.dumps(
+            {
+                "version": 2,
+                "title": "long",
+                "subtasks": [
+                    {
+                        "title": "issue tokens for a long time",
+                        "scenario": {"KeystoneTokens.authenticate": {"method": "password"}},
+                        "runner": {"constant": {"times": 100000, "concurrency": 1}},
+                        "contexts": {"users": {"tenants": 1, "users_per_tenant": 1}},
+                    }
+                ],
+            }
+        )
+    )
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "rally_keystone_bench.cli", "run", str(task), "--trace", "on",
+         "--password-hash-rounds", "4", "--reports-dir", "reports"],
+        cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        start_new_session=True,
+    )  # fmt: skip
+    try:
+        log = _wait_for_iterations(tmp_path / "reports", "long.rally.log", 6, proc)
+        os.killpg(proc.pid, signal.SIGINT)  # Ctrl-C: the whole foreground group
+        out, err = proc.communicate(timeout=600)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+    assert proc.returncode == 130, err[-3000:]
+    summary = json.loads((log.parent / "long-summary" / "summary.json").read_text())
+    (issue,) = summary["workloads"][0]["counters"].values()
+    assert issue["traced_requests"] >= 5 and issue["sql_statements_median"] > 10, issue
+    assert summary["keystone"]["db_connections_checked_out"] == 0
+    row = next(line for line in out.splitlines() if line.strip().startswith("keystone.issue"))
+    assert int(row.split()[-2].split("/")[0]) == issue["sql_statements_median"], row
+    assert "interrupted by SIGINT" in out
+    root = tmp_path / ".keystone-bench"
+    assert not list(root.rglob("trace-key")) and not list(root.rglob("traces"))
+    assert _py_spy_pids(tmp_path) == []
+
+
+def _wait_for_iterations(reports: Path, name: str, n: int, proc) -> Path:
+    deadline = time.monotonic() + 900  # a busy machine: starting Keystone, Rally's contexts
+    while time.monotonic() < deadline and proc.poll() is None:
+        for log in reports.glob(f"*/{name}"):
+            if log.read_text(errors="replace").count(" END: ") >= n:
+                return log
+        time.sleep(1)
+    raise AssertionError(f"the load never got to {n} iterations: {proc.poll()}")
