@@ -448,6 +448,7 @@ class TaskOutcome:
     workload_uuids: list = dataclasses.field(default_factory=list)  # names of what it created
     contexts_failed: bool = False  # a context's cleanup said something was left behind
     counters: list = dataclasses.field(default_factory=list)  # per workload: Keystone's costs
+    checked_out: int | None = None  # Keystone's DB connections checked out after the load
 
     @property
     def interrupted(self) -> str | None:

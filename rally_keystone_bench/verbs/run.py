@@ -52,7 +52,8 @@ def add_trace_options(parser: argparse.ArgumentParser) -> None:
         type=float,
         default=1.0,
         metavar="FRACTION",
-        help="fraction of each client's requests traced, spread evenly (default 1: all)",
+        help="fraction of each client's requests traced, spread evenly per kind of request "
+        "(default 1: all; costs about 6 %% of latency, see doc/source/counters.rst)",
     )
 
 
@@ -64,12 +65,39 @@ def check_trace_options(args: argparse.Namespace) -> float:
     return rate
 
 
+def _counter_columns(found: dict | None) -> tuple[bool, bool]:
+    """Whether FOUND's actions traced cache operations, and LDAP calls."""
+    values = (found or {}).values()
+    return any("cache_gets_median" in c for c in values), any(
+        "ldap_calls_median" in c for c in values
+    )
+
+
 def _counter_cells(found: dict | None, name: str) -> str:
     c = (found or {}).get(name)
     if not c:
         return ""
-    return (
+    cached, ldap = _counter_columns(found)
+    cells = (
         f" {c['sql_statements_median']:>5}/{c['sql_statements_max']:<5} {c['db_ms_median']:>7.2f}"
+    )
+    if cached:
+        ratio = c.get("cache_hit_ratio")
+        hit = "-" if ratio is None else f"{ratio * 100:.0f}%"
+        cells += f" {c.get('cache_gets_median', '-'):>5}/{hit:<5}"
+    if ldap:
+        cells += f" {c.get('ldap_calls_median', '-'):>5}"
+    return cells
+
+
+def _counter_header(found: dict | None) -> str:
+    if not found:
+        return ""
+    cached, ldap = _counter_columns(found)
+    return (
+        f" {'SQL/req':>11} {'DB ms':>7}"
+        + (f" {'cache/hit':>11}" if cached else "")
+        + (f" {'LDAP':>5}" if ldap else "")
     )
 
 
@@ -91,8 +119,7 @@ def format_table(
         lines.append(f"[{i}] {wl.label()}  -- {verdict}")
         lines.append(
             f"    {'action':<24} {'p50 ms':>9} {'p95 ms':>9} {'p99 ms':>9} {'max ms':>9}"
-            f" {'ok it/s':>8} {'success':>8} {'count':>6}"
-            + (f" {'SQL/req':>11} {'DB ms':>7}" if found else "")
+            f" {'ok it/s':>8} {'success':>8} {'count':>6}" + _counter_header(found)
         )
         names = [n for n in wl.actions if n != "total"] + ["total"]
         for name in names:
@@ -286,6 +313,10 @@ def summarize_outcomes(outcomes: Sequence[TaskOutcome], out_dir: Path) -> int:
         ):
             if path is not None:
                 print(f"    {label}: {path}")
+        if o.checked_out is not None:
+            leak = "" if o.checked_out == 0 else " (a request kept its connection: a leak)"
+            said = f"Keystone DB connections checked out when the load ended: {o.checked_out}"
+            print(f"    {said}{leak}")
         if o.interrupted:
             print(f"    {o.interrupted}: the reports hold what ran until then")
         if o.uuid is None or not o.workloads or o.rally_exit < 0:  # < 0: Rally was killed
