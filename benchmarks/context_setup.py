@@ -32,7 +32,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _machine import describe  # noqa: E402
 
 from rally_keystone_bench.clients.admin import AdminClient  # noqa: E402
-from rally_keystone_bench.deploy.keystone import Deployment, LocalKeystone  # noqa: E402
+from rally_keystone_bench.deploy.deployment import Deployment  # noqa: E402
+from rally_keystone_bench.deploy.keystone import LocalKeystone  # noqa: E402
 from rally_keystone_bench.driver.rally import UUID_RE, RallyHome, keystone_spec  # noqa: E402
 from rally_keystone_bench.verbs import cleanup  # noqa: E402
 

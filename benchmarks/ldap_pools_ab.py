@@ -27,7 +27,8 @@ from _machine import describe
 from rally_keystone_bench.clients.auth import UserAuth
 from rally_keystone_bench.clients.tokens import TokenClient
 from rally_keystone_bench.deploy import directory
-from rally_keystone_bench.deploy.keystone import Deployment, LocalKeystone
+from rally_keystone_bench.deploy.deployment import Deployment
+from rally_keystone_bench.deploy.keystone import LocalKeystone
 
 
 def project_token_body(ks: LocalKeystone, user: dict, project: str) -> dict:

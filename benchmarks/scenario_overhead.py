@@ -28,7 +28,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _machine import describe  # noqa: E402
 
-from rally_keystone_bench.deploy.keystone import Deployment, LocalKeystone  # noqa: E402
+from rally_keystone_bench.deploy.deployment import Deployment  # noqa: E402
+from rally_keystone_bench.deploy.keystone import LocalKeystone  # noqa: E402
 from rally_keystone_bench.driver.rally import RallyHome, keystone_spec  # noqa: E402
 
 SCENARIOS = (

@@ -26,7 +26,8 @@ from _machine import describe  # noqa: E402
 
 from rally_keystone_bench.clients.auth import UserAuth  # noqa: E402
 from rally_keystone_bench.clients.tokens import TokenClient  # noqa: E402
-from rally_keystone_bench.deploy import keystone as K  # noqa: E402
+from rally_keystone_bench.deploy.deployment import Deployment  # noqa: E402
+from rally_keystone_bench.deploy.keystone import LocalKeystone  # noqa: E402
 from rally_keystone_bench.verdicts import stats  # noqa: E402
 
 CONCURRENCY = 2  # the token suite's default
@@ -34,7 +35,7 @@ REPETITIONS = 5  # validations per issued token, as the suite
 TARGET = 1.3
 
 
-def run_round(ks: K.LocalKeystone, iterations: int, validates: list, failures: list) -> None:
+def run_round(ks: LocalKeystone, iterations: int, validates: list, failures: list) -> None:
     """CONCURRENCY workers, each ITERATIONS times: issue, then validate REPETITIONS times."""
     creds = ks.admin_credentials
     auth = UserAuth.from_credential(creds)
@@ -71,15 +72,15 @@ def main(argv: list[str]) -> int:
     )
     with tempfile.TemporaryDirectory(prefix="sqlite-readers-") as tmp:
         deployments = {
-            "sqlite": K.Deployment(),
-            "postgresql": K.Deployment(db="postgresql"),
+            "sqlite": Deployment(),
+            "postgresql": Deployment(db="postgresql"),
         }
-        started: dict[str, K.LocalKeystone] = {}
+        started: dict[str, LocalKeystone] = {}
         samples: dict[str, list[float]] = {name: [] for name in deployments}
         failures: dict[str, list[str]] = {name: [] for name in deployments}
         try:
             for name, dep in deployments.items():
-                ks = K.LocalKeystone(dep, Path(tmp) / name)
+                ks = LocalKeystone(dep, Path(tmp) / name)
                 ks.start()
                 started[name] = ks
             for r in range(rounds):

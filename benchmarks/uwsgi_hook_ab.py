@@ -24,8 +24,9 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _machine import describe  # noqa: E402
 
-from rally_keystone_bench.deploy import keystone as K  # noqa: E402
 from rally_keystone_bench.deploy import servers  # noqa: E402
+from rally_keystone_bench.deploy.deployment import Deployment  # noqa: E402
+from rally_keystone_bench.deploy.keystone import LocalKeystone  # noqa: E402
 
 
 def _uwsgi_config_without_hook(site: servers.Site) -> str:
@@ -36,7 +37,7 @@ def _uwsgi_config_without_hook(site: servers.Site) -> str:
 _uwsgi_config = servers.uwsgi_config
 
 
-class WithoutHook(K.LocalKeystone):
+class WithoutHook(LocalKeystone):
     """The config before the hook: uWSGI serves keystone.wsgi.api directly."""
 
     def _start_server(self) -> None:
@@ -47,7 +48,7 @@ class WithoutHook(K.LocalKeystone):
             servers.uwsgi_config = _uwsgi_config
 
 
-def _token(ks: K.LocalKeystone, password: str) -> float:
+def _token(ks: LocalKeystone, password: str) -> float:
     body = {
         "auth": {
             "identity": {
@@ -76,8 +77,8 @@ def main() -> int:
     per_round = int(sys.argv[2]) if len(sys.argv) > 2 else 12
     base = tempfile.mkdtemp(prefix="uwsgi-hook-ab-")
     keystones = {
-        "hook": K.LocalKeystone(K.Deployment(), f"{base}/hook"),
-        "no-hook": WithoutHook(K.Deployment(), f"{base}/no-hook"),
+        "hook": LocalKeystone(Deployment(), f"{base}/hook"),
+        "no-hook": WithoutHook(Deployment(), f"{base}/no-hook"),
     }
     times: dict[str, list[float]] = {name: [] for name in keystones}
     try:

@@ -17,6 +17,7 @@ import rally_keystone_bench.verbs.capacity
 import rally_keystone_bench.verbs.cleanup
 import rally_keystone_bench.verbs.compare
 import rally_keystone_bench.verbs.gate
+import rally_keystone_bench.verbs.history
 import rally_keystone_bench.verbs.keystone
 import rally_keystone_bench.verbs.load
 import rally_keystone_bench.verbs.matrix
@@ -89,6 +90,11 @@ def build_parser() -> argparse.ArgumentParser:
     verbs.gate.add_arguments(gate)
     verbs.gate.add_counter_options(gate)
     gate.set_defaults(func=verbs.gate.main)
+
+    # history
+    hist = sub.add_parser("history", help="the runs a results store holds, their change points")
+    verbs.history.add_arguments(hist)
+    hist.set_defaults(func=verbs.history.main)
 
     # tasks
     tasks = sub.add_parser("tasks", help="list (or copy) the task and deployment files shipped")

@@ -2,7 +2,9 @@
 
 Request bodies for POST /v3/auth/tokens, the TOTP code (RFC 6238, computed
 here), and the setup calls the contexts make through Keystone's API: enrol a
-TOTP credential, create and delete a trust. None of these is timed.
+TOTP credential, create and delete a trust; and for the paired gate, whose
+sides have only their admin, a trustee user and the admin's own TOTP
+credential. None of these is timed.
 """
 
 from __future__ import annotations
@@ -11,6 +13,7 @@ import base64
 import hashlib
 import hmac
 import os
+import secrets
 import struct
 import time
 from typing import Any
@@ -145,3 +148,33 @@ def _request(client: TokenClient, method: str, path: str, token: str, body: Any 
     if body is not None:
         kwargs["json"] = body
     return client.session.request(client.base_url + path, method, **kwargs)
+
+
+def create_trustee(client: TokenClient, admin: UserAuth) -> UserAuth:
+    """A new user of ADMIN's own domain, with a random password, to be trusted (setup).
+
+    Made with ADMIN's project token; the paired gate's sides are thrown away
+    after the gate, and their trustee with them.
+    """
+    issued = client.issue(admin, "password", "project", include_catalog=False)
+    assert issued.token is not None
+    domain_id = _token_data(client, issued.token.value)["user"]["domain"]["id"]
+    password = secrets.token_urlsafe(24)
+    name = "rally-keystone-bench-trustee-" + secrets.token_hex(4)
+    body = {"user": {"name": name, "password": password, "domain_id": domain_id}}
+    resp = _request(client, "POST", "/users", issued.token.value, body)
+    if resp.status_code != 201:
+        raise TokenRequestError("create trustee", resp.status_code, resp.reason or "")
+    return UserAuth(user_id=resp.json()["user"]["id"], password=password)
+
+
+def enrol_own_totp(client: TokenClient, auth: UserAuth) -> str:
+    """Enrol a TOTP credential for AUTH's own user, with its project token: the secret."""
+    issued = client.issue(auth, "password", "project", include_catalog=False)
+    assert issued.token is not None and issued.user_id
+    secret = totp_secret()
+    body = {"credential": {"type": "totp", "user_id": issued.user_id, "blob": secret}}
+    resp = _request(client, "POST", "/credentials", issued.token.value, body)
+    if resp.status_code != 201:
+        raise TokenRequestError("enrol a TOTP credential", resp.status_code, resp.reason or "")
+    return secret

@@ -401,7 +401,7 @@ class TokenClient:
     ) -> tuple[Any, float]:
         headers = {"Accept": "application/json", **headers}
         if self._tracer is not None:
-            headers.update(self._tracer.headers())  # signed before the timer starts
+            headers.update(self._tracer.headers(verb))  # signed before the timer starts
         if self.fresh_connection:
             headers["Connection"] = "close"
         kwargs: dict[str, Any] = {

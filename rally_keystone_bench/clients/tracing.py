@@ -9,7 +9,9 @@ A TokenClient signs a sample of its requests when the environment names the
 run's key file (``KEYSTONE_BENCH_TRACE_KEY_FILE``, set by the deployment that
 owns the key); ``KEYSTONE_BENCH_TRACE_RATE`` is the fraction traced (default
 1: every request). The sample is spread evenly: with rate 0.25, every fourth
-request of a client.
+request of a client, counted per request kind (the HTTP verb): a client
+that alternates issue and validate gets every fourth of each traced, not
+every second issue and no validation.
 """
 
 from __future__ import annotations
@@ -49,18 +51,19 @@ class Sampler:
             raise ValueError(f"the trace rate must be 0-1, not {rate!r}")
         self._key = key
         self.rate = rate
-        self._seen = 0
+        self._seen: dict[str, int] = {}
         self._lock = threading.Lock()
 
     def __repr__(self) -> str:  # never the key
         return f"<Sampler rate={self.rate:g}>"
 
-    def headers(self) -> dict[str, str]:
-        """Signed headers for a sampled request, else an empty dict."""
+    def headers(self, kind: str = "") -> dict[str, str]:
+        """Signed headers for a sampled request of KIND, else an empty dict."""
         with self._lock:
-            before = math.floor(self._seen * self.rate + 1e-9)
-            self._seen += 1
-            after = math.floor(self._seen * self.rate + 1e-9)
+            seen = self._seen.get(kind, 0)
+            before = math.floor(seen * self.rate + 1e-9)
+            self._seen[kind] = seen + 1
+            after = math.floor((seen + 1) * self.rate + 1e-9)
         return signed_headers(self._key) if after > before else {}
 
 

@@ -1,12 +1,14 @@
 """The files a deployment generates (configs, small Python modules), from templates/.
 
 Every file is rendered from a template shipped in ``deploy/templates/``: no
-module keeps a generated file in a string constant.
+module keeps a generated file in a string constant. Files that hold a secret
+(keystone.conf, passwords, openrc, state.json) go through ``write_private``.
 """
 
 from __future__ import annotations
 
 import functools
+import os
 from pathlib import Path
 from typing import Any
 
@@ -36,3 +38,17 @@ def write(path: Path, template: str, **values: Any) -> Path:
     """Render TEMPLATE into PATH; return PATH."""
     path.write_text(render(template, **values))
     return path
+
+
+def write_private(path: Path, text: str) -> None:
+    """Write TEXT to PATH readable by its owner only (0600) from the first byte.
+
+    Through a temporary file renamed over PATH: a kill mid-write leaves the
+    old file whole (state.json must never be half a record).
+    """
+    tmp = path.with_name(path.name + ".tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as out:
+        out.write(text)
+    os.chmod(tmp, 0o600)
+    os.replace(tmp, path)

@@ -6,10 +6,11 @@ free loopback port, 2 worker processes, upstream defaults for the rest.
     with LocalKeystone(Deployment(), run_dir) as ks:
         ks.auth_url, ks.admin_credentials, ks.access_log_path
 
-The run directory keeps everything: keystone.conf, the database, the key
-repositories, the logs, ``admin-password`` and ``openrc`` (both mode 0600)
-and ``state.json``, which lets ``keystone down`` in another process find the
-pids it must stop.
+This module is process control: ports, backends, the servers, the wait
+until Keystone serves, stop by pid and ``state.json``. What to deploy is
+``deployment.Deployment``; where each file lives ``run_files``; keystone.conf
+``keystone_conf``; keystone-manage ``bootstrap``; the readiness checks
+``readiness``.
 """
 
 from __future__ import annotations
@@ -18,52 +19,38 @@ import dataclasses
 import functools
 import json
 import os
-import secrets
-import sqlite3
-import subprocess
 import threading
 import time
-import urllib.error
-import urllib.request
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from rally_keystone_bench.clients import credentials
-from rally_keystone_bench.clients.auth import UserAuth, auth_request_body
 from rally_keystone_bench.deploy import (
     balancer as balancing,
 )
 from rally_keystone_bench.deploy import (
+    bootstrap,
     conf_options,
     databases,
     directory,
-    files,
-    gitref,
-    jws,
-    limits,
+    keystone_conf,
     memcached,
     nginx,
     ports,
     process,
+    readiness,
     servers,
     storage,
     tracing,
     venv,
 )
+from rally_keystone_bench.deploy.bootstrap import ADMIN_PROJECT, ADMIN_USER, REGION
+from rally_keystone_bench.deploy.deployment import Deployment
+from rally_keystone_bench.deploy.files import write_private
+from rally_keystone_bench.deploy.run_files import RunFiles
 from rally_keystone_bench.errors import BenchError
 
-SERVERS = ("uwsgi", "gunicorn", "apache", "nginx")
-DATABASES = ("sqlite", "postgresql", "mysql")
-CACHES = ("none", "memcached")
-IDENTITIES = ("sql", "ldap")
-# Keystone's LDAP driver and its connection pools, in Keystone's environment.
-# ldappool imports six without declaring it.
-LDAP_PACKAGES = ("python-ldap", "ldappool", "six")
-
-ADMIN_USER = "admin"
-ADMIN_PROJECT = "admin"
-REGION = "RegionOne"
 START_TIMEOUT = 120.0
 
 Progress = Callable[[str], None]
@@ -73,226 +60,12 @@ def _quiet(_: str) -> None:
     pass
 
 
-@dataclasses.dataclass
-class Deployment:
-    """What to deploy. Every field has the upstream-default meaning when unset."""
-
-    keystone: str = venv.DEFAULT_SPEC
-    workers: int = 2
-    threads: int = 1
-    server: str = "uwsgi"
-    db: str = "sqlite"
-    db_url: str | None = None
-    cache: str = "none"
-    password_hash_rounds: int | None = None
-    port: int | None = None
-    # identity: sql, or ldap (a local slapd; its users in a domain of their own)
-    identity: str = "sql"
-    ldap_pool: bool | None = None  # use_pool and use_auth_pool; None: Keystone's default
-    ldap_pool_size: int | None = None
-    ldap_auth_pool_size: int | None = None
-    ldap_tls: bool = False
-    ldap_port: int | None = None
-    ldap_users: int = 8
-    nodes: int | None = None  # N Keystone servers behind the balancer; None: one, no balancer
-    balancer: str | None = None  # haproxy (the default once nodes is set)
-    db_storage: str = "disk"  # disk, or tmpfs (/dev/shm): where the database's files live
-    # uWSGI's HTTP router gives up on a silent worker after this many seconds (a
-    # 502), so a request whose worker died answers sooner than uWSGI's 60 s. It
-    # stays above the SQLite default's 30 s busy timeout, so that a writer that
-    # waits out a held lock still answers its own 500 (test_keepalive).
-    request_timeout: int = 35
-    # OSprofiler on, SQL traced, for requests signed with the run's key (deploy/tracing.py)
-    trace: bool = False
-    # keystone.conf settings over the rendered ones: {"section.option": "value"} (--set, conf:)
-    conf: dict[str, str] = dataclasses.field(default_factory=dict)
-
-    @classmethod
-    def from_mapping(cls, values: Mapping[str, Any], where: str) -> Deployment:
-        """A Deployment from KEY: VALUE pairs (a deployment file, CLI options, KEY=VALUE).
-
-        Unset keys keep their defaults. WHERE names the source in the
-        BenchError for an unknown key or a bad value.
-        """
-        fields = {f.name: f for f in dataclasses.fields(cls)}
-        dep = cls()
-        for key, value in values.items():
-            name = str(key).replace("-", "_")
-            if name not in fields:
-                known = ", ".join(sorted(fields))
-                raise BenchError(f"{where}: unknown key {key!r} (known: {known})")
-            default = getattr(dep, name)
-            if value is None and default is not None:
-                raise BenchError(f"{where}: {key} needs a value (default {default})")
-            if value is not None:
-                setattr(dep, name, _field_value(str(fields[name].type), value, f"{where}: {key}"))
-        return dep
-
-    def validate(self) -> None:
-        """Raise BenchError on a setting that cannot work, before anything starts."""
-        venv.check_spec(self.keystone)
-        if self.server not in SERVERS:
-            raise BenchError(f"server must be one of {', '.join(SERVERS)}, not {self.server!r}")
-        if self.db not in DATABASES:
-            raise BenchError(f"db must be one of {', '.join(DATABASES)}, not {self.db!r}")
-        if self.cache not in CACHES:
-            raise BenchError(f"cache must be one of {', '.join(CACHES)}, not {self.cache!r}")
-        if self.workers < 1:
-            raise BenchError(f"workers must be at least 1, not {self.workers}")
-        if not 1 <= self.request_timeout <= 3600:
-            raise BenchError(f"request timeout must be 1-3600 s, not {self.request_timeout}")
-        if self.threads < 1:
-            raise BenchError(f"threads must be at least 1, not {self.threads}")
-        if self.password_hash_rounds is not None and not 4 <= self.password_hash_rounds <= 31:
-            raise BenchError(
-                f"password hash rounds must be 4-31 (bcrypt), not {self.password_hash_rounds}"
-            )
-        if self.port is not None:
-            process.ensure_port_free(self.port)
-        if self.db != "sqlite":
-            databases.check_reachable(self.db, databases.server_url(self.db, self.db_url))
-        elif self.db_url:
-            raise BenchError("--db-url needs --db postgresql or --db mysql")
-        if self.cache == "memcached":
-            memcached.executable()
-        if self.server == "nginx":
-            nginx.executable()
-        balancing.check(self.nodes, self.balancer, self.db)
-        limits.check_size(self.nodes, self.workers)
-        storage.check(self.db_storage, self.db, self.db_url)
-        self._validate_identity()
-
-    def _validate_identity(self) -> None:
-        if self.identity not in IDENTITIES:
-            raise BenchError(
-                f"identity must be one of {', '.join(IDENTITIES)}, not {self.identity!r}"
-            )
-        if isinstance(self.ldap_pool, str):
-            self.ldap_pool = _on_off(self.ldap_pool)
-        if isinstance(self.ldap_tls, str):
-            self.ldap_tls = _on_off(self.ldap_tls, "--ldap-tls")
-        ldap_only = {
-            "--ldap-pool": self.ldap_pool is not None,
-            "--ldap-pool-size": self.ldap_pool_size is not None,
-            "--ldap-auth-pool-size": self.ldap_auth_pool_size is not None,
-            "--ldap-tls": bool(self.ldap_tls),
-            "--ldap-port": self.ldap_port is not None,
-            "--ldap-users": self.ldap_users != Deployment.ldap_users,
-        }
-        if self.identity != "ldap":
-            given = [flag for flag, is_set in ldap_only.items() if is_set]
-            if given:
-                raise BenchError(f"{given[0]} needs --identity ldap")
-            return
-        for name in ("ldap_pool_size", "ldap_auth_pool_size"):
-            value = getattr(self, name)
-            if value is not None and value < 1:
-                flag = "--" + name.replace("_", "-")
-                raise BenchError(f"{flag} must be at least 1, not {value}")
-        if self.ldap_users < 1:
-            raise BenchError(f"--ldap-users must be at least 1, not {self.ldap_users}")
-        directory.check_installed(bool(self.ldap_tls))
-        if self.ldap_port is not None:
-            if self.ldap_port == self.port:
-                raise BenchError(f"--ldap-port {self.ldap_port} is Keystone's --port too")
-            process.ensure_port_free(self.ldap_port)
-
-    def ldap_settings(self) -> str:
-        """The LDAP part of describe(): pools, sizes, TLS."""
-        if self.identity != "ldap":
-            return ""
-        pool = {None: "default", True: "on", False: "off"}[self.ldap_pool]
-        parts = [f"ldap{'s' if self.ldap_tls else ''}", f"pool={pool}"]
-        if self.ldap_pool_size is not None:
-            parts.append(f"pool_size={self.ldap_pool_size}")
-        if self.ldap_auth_pool_size is not None:
-            parts.append(f"auth_pool_size={self.ldap_auth_pool_size}")
-        return " ".join(parts)
-
-    def storage_device(self) -> str:
-        """``tmpfs``, or the disk's device as lsblk describes it (rotational or not)."""
-        if self.db_storage == "tmpfs":
-            return "tmpfs"
-        where = {"postgresql": "/var/lib/postgresql", "mysql": "/var/lib/mysql"}.get(self.db, ".")
-        return storage.device_of(Path(where) if Path(where).exists() else Path("."))
-
-    def describe(self) -> str:
-        keystone = gitref.label(self.keystone)
-        parts = [keystone, self.server, f"{self.workers}x{self.threads}", self.db]
-        if self.cache != "none":
-            parts.append(self.cache)
-        if self.password_hash_rounds:
-            parts.append(f"rounds={self.password_hash_rounds}")
-        if self.trace:
-            parts.append("traced")
-        if self.identity == "ldap":
-            parts.append(self.ldap_settings())
-        if self.nodes is not None:
-            parts.append(f"{self.nodes} nodes behind {self.balancer or 'haproxy'}")
-        parts.append(f"db on {self.storage_device()}")
-        if self.conf:
-            parts.append(conf_options.describe(self.conf))
-        return " ".join(parts)
-
-
-def _on_off(value: Any, what: str = "--ldap-pool") -> bool:
-    """VALUE as on/off: true, "on", "yes" or their opposites."""
-    if isinstance(value, bool):
-        return value
-    text = str(value).strip().lower()
-    if text in ("on", "true", "yes", "1"):
-        return True
-    if text in ("off", "false", "no", "0"):
-        return False
-    raise BenchError(f"{what} must be on or off, not {value!r}")
-
-
-def _field_value(kind: str, value: Any, what: str) -> Any:
-    """VALUE as the type a Deployment field is annotated with (int, bool or str).
-
-    An integer is 3 or "3", never 2.9, true or "two"; a word is never a
-    mapping, a list or a boolean.
-    """
-    if kind.startswith("bool"):
-        return _on_off(value, what)
-    if kind.startswith("dict"):
-        return conf_options.normalise(value, what)
-    if kind.startswith("int"):
-        if isinstance(value, bool) or (isinstance(value, float) and not value.is_integer()):
-            raise BenchError(f"{what} must be an integer, not {value!r}")
-        try:
-            return int(value)
-        except (TypeError, ValueError, OverflowError):
-            raise BenchError(f"{what} must be an integer, not {value!r}") from None
-    if isinstance(value, dict | list | bool):
-        raise BenchError(f"{what} must be a word, not {value!r}")
-    return str(value)
-
-
-def read_password(path: Path) -> str:
-    return path.read_text().strip()
-
-
 class StartCancelled(BenchError):
     """LocalKeystone.start() gave up because cancel_start() was called."""
 
 
-def write_private(path: Path, text: str) -> None:
-    """Write TEXT to PATH readable by its owner only (0600) from the first byte.
-
-    Through a temporary file renamed over PATH: a kill mid-write leaves the
-    old file whole (state.json must never be half a record).
-    """
-    tmp = path.with_name(path.name + ".tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "w") as out:
-        out.write(text)
-    os.chmod(tmp, 0o600)
-    os.replace(tmp, path)
-
-
-class LocalKeystone:
-    """One local Keystone deployment living in RUN_DIR."""
+class LocalKeystone(RunFiles):
+    """One local Keystone deployment living in RUN_DIR (its files: ``RunFiles``)."""
 
     def __init__(
         self,
@@ -300,10 +73,9 @@ class LocalKeystone:
         run_dir: Path | str = ".keystone-bench",
         progress: Progress = _quiet,
     ) -> None:
-        self.deployment = deployment or Deployment()
+        super().__init__(deployment or Deployment(), Path(run_dir).resolve())
         # Without a deployment (keystone down/status), the run's own is read from its state.
         self._deployment_given = deployment is not None
-        self.run_dir = Path(run_dir).resolve()
         self.progress = progress
         self.port: int | None = self.deployment.port
         self.pids: dict[str, int] = {}
@@ -318,47 +90,7 @@ class LocalKeystone:
         # Set by cancel_start() from another thread: start() stops at its next step.
         self._cancelled = threading.Event()
 
-    # -- paths -------------------------------------------------------------
-    @property
-    def sqlite_path(self) -> Path:
-        """The SQLite database file: in the run directory, or on tmpfs."""
-        if self.deployment.db_storage == "tmpfs":
-            return storage.tmpfs_dir(self.run_dir) / "keystone.db"
-        return self.run_dir / "keystone.db"
-
-    @property
-    def config_path(self) -> Path:
-        return self.run_dir / "keystone.conf"
-
-    @property
-    def keystone_log_path(self) -> Path:
-        return self.run_dir / "keystone.log"
-
-    @property
-    def server_log_path(self) -> Path:
-        return self.run_dir / "server.log"
-
-    @property
-    def access_log_path(self) -> Path:
-        """One line per HTTP request: epoch ms, method, path, status, server microseconds, pid."""
-        return self.run_dir / "access.log"
-
-    @property
-    def openrc_path(self) -> Path:
-        return self.run_dir / "openrc"
-
-    @property
-    def password_path(self) -> Path:
-        return self.run_dir / "admin-password"
-
-    @property
-    def state_path(self) -> Path:
-        return self.run_dir / "state.json"
-
-    @property
-    def domain_config_dir(self) -> Path:
-        return self.run_dir / "domains"
-
+    # -- paths and credentials ---------------------------------------------
     @property
     def ldap_directory(self) -> directory.Directory | None:
         """The run's LDAP directory (identity ldap), in RUN_DIR/ldap."""
@@ -380,10 +112,6 @@ class LocalKeystone:
         if self.port is None:
             raise BenchError("Keystone has no port yet: start it first")
         return f"http://127.0.0.1:{self.port}/v3"
-
-    @property
-    def admin_password(self) -> str:
-        return read_password(self.password_path)
 
     @property
     def admin_credentials(self) -> dict[str, str]:
@@ -418,7 +146,7 @@ class LocalKeystone:
         if self.pids:
             raise BenchError(f"a Keystone from {self.run_dir} is already running: stop it first")
         self.venv = venv.ensure_keystone_env(
-            dep.keystone, extras=self._extra_packages(), progress=self.progress
+            dep.keystone, extras=dep.extra_packages(), progress=self.progress
         )
         if dep.conf:  # checked against this Keystone's own options before anything starts
             fresh = venv.is_local_checkout(dep.keystone)
@@ -430,7 +158,7 @@ class LocalKeystone:
                 self._start_backends()
                 if dep.trace:
                     tracing.prepare(self.run_dir)
-                if not (self.run_dir / ".initialised").exists():
+                if not self.initialised_path.exists():
                     self._initialise()
                 elif dep.trace:
                     write_private(self.config_path, self._render_config())
@@ -526,18 +254,18 @@ class LocalKeystone:
         found = self.ldap_directory
         if teardown and found is not None:
             found.remove_data()
-            (self.run_dir / ".initialised").unlink(missing_ok=True)
+            self.initialised_path.unlink(missing_ok=True)
         if teardown and self.deployment.db_storage == "tmpfs":
             # A private server's data, or the SQLite file: all of it goes.
             storage.remove(self.run_dir)
             self.progress(f"removed {storage.tmpfs_dir(self.run_dir)}")
             self.database = None
-            (self.run_dir / ".initialised").unlink(missing_ok=True)
+            self.initialised_path.unlink(missing_ok=True)
         if teardown and self.database is not None and self.venv is not None:
             databases.drop(self.venv, self.database)
             self.progress(f"dropped database {self.database.name}")
             self.database = None
-            (self.run_dir / ".initialised").unlink(missing_ok=True)
+            self.initialised_path.unlink(missing_ok=True)
         if self.state_path.exists():
             self._write_state()
 
@@ -560,44 +288,9 @@ class LocalKeystone:
 
     def answers(self) -> bool:
         """True when GET /v3 answers 200."""
-        return _answers(self.auth_url)
+        return readiness.answers(self.auth_url)
 
-    # -- internals ---------------------------------------------------------
-    def _extra_packages(self) -> tuple[str, ...]:
-        extras: list[str] = []
-        if self.deployment.server == "gunicorn":
-            extras.append("gunicorn")
-        if self.deployment.server == "apache":
-            extras.append("mod_wsgi")
-        if self.deployment.db == "postgresql":
-            extras.append("psycopg2-binary")
-        if self.deployment.db == "mysql":
-            extras.append("PyMySQL")
-        if self.deployment.cache == "memcached":
-            extras.append("pymemcache")
-        if self.deployment.identity == "ldap":
-            extras.extend(LDAP_PACKAGES)
-        return tuple(extras)
-
-    def _bin(self, name: str) -> str:
-        assert self.venv is not None
-        return str(self.venv / "bin" / name)
-
-    def _env(self) -> dict[str, str]:
-        env = {k: v for k, v in os.environ.items() if not k.startswith("OS_")}
-        env["OS_KEYSTONE_CONFIG_FILES"] = str(self.config_path)
-        env.pop("PYTHONPATH", None)
-        return env
-
-    def _database_url(self) -> str:
-        if self.deployment.db == "sqlite":
-            # A busy timeout makes writers wait for each other instead of
-            # failing at once with "database is locked".
-            return f"sqlite:///{self.sqlite_path}?timeout=30"
-        if self.database is None:
-            raise BenchError(f"no {self.deployment.db} database was created")
-        return self.database.keystone_url
-
+    # -- backends: database, memcached, slapd ---------------------------------
     def _start_backends(self) -> None:
         """Create the PostgreSQL/MySQL database (once) and start memcached."""
         dep = self.deployment
@@ -655,115 +348,21 @@ class LocalKeystone:
         if why:
             self.progress(f"slapd runs as root: {why}")
 
+    # -- config and keystone-manage (keystone_conf, bootstrap) -----------------
     def _render_config(self) -> str:
-        dep = self.deployment
-        text = files.render(
-            "keystone.conf",
-            log_file=self.keystone_log_path,
-            connection=self._database_url(),
-            run_dir=self.run_dir,
-            password_hash_rounds=dep.password_hash_rounds,
-            memcached_port=self.memcached_port,
-            domain_config_dir=self.domain_config_dir if dep.identity == "ldap" else None,
-            profiler=tracing.config(self.run_dir) if dep.trace else None,
+        return keystone_conf.render(
+            self, keystone_conf.database_url(self, self.database), self.memcached_port
         )
-        return conf_options.apply(text, self._conf_settings())
-
-    def _conf_settings(self) -> dict[str, str]:
-        """The deployment's --set settings, plus the JWS key repositories they need."""
-        conf = self.deployment.conf
-        return {**jws.repositories(self.run_dir), **conf} if jws.wanted(conf) else dict(conf)
-
-    def _manage(self, *commands: tuple[str, ...], env: dict[str, str] | None = None) -> None:
-        """Run keystone-manage COMMANDS side by side; each logs to its own file.
-
-        They are independent (key repositories, database), and each pays
-        about two seconds of imports, so running them at once shortens a start.
-        """
-        running = []
-        for args in commands:
-            log = self.run_dir / f"keystone-manage-{args[0]}.log"
-            cmd = [self._bin("keystone-manage"), "--config-file", str(self.config_path), *args]
-            with open(log, "a") as out:
-                proc = subprocess.Popen(
-                    cmd, stdout=out, stderr=subprocess.STDOUT, env=env or self._env()
-                )
-            running.append((args[0], log, proc))
-        failed = [(name, log, proc.wait()) for name, log, proc in running]
-        for name, log, rc in failed:
-            if rc != 0:
-                raise BenchError(f"keystone-manage {name} failed (exit {rc}); see {log}")
 
     def _initialise(self) -> None:
-        self.progress(f"initialising Keystone in {self.run_dir}")
-        write_private(self.config_path, self._render_config())
-        for sub in ("fernet-keys", "credential-keys"):
-            (self.run_dir / sub).mkdir(mode=0o700, exist_ok=True)
-        if self.deployment.identity == "ldap":
-            self.domain_config_dir.mkdir(mode=0o700, exist_ok=True)
-        if not self.password_path.exists():
-            write_private(self.password_path, secrets.token_urlsafe(24) + "\n")
-        owner = ("--keystone-user", str(os.getuid()), "--keystone-group", str(os.getgid()))
-        self._manage(("db_sync",), ("fernet_setup", *owner), ("credential_setup", *owner))
-        if jws.wanted(self.deployment.conf):
-            keys = self._conf_settings()
-            jws.create_keypair(self._bin("keystone-manage"), self.config_path, keys, self._env())
-        if self.deployment.db == "sqlite":
-            _sqlite_wal(self.sqlite_path)
-        # The password goes through the environment, never on a command line.
-        env = self._env()
-        env["OS_BOOTSTRAP_PASSWORD"] = self.admin_password
-        bootstrap = (
-            "bootstrap",
-            "--bootstrap-username", ADMIN_USER,
-            "--bootstrap-project-name", ADMIN_PROJECT,
-            "--bootstrap-region-id", REGION,
-            "--bootstrap-admin-url", self.auth_url,
-            "--bootstrap-internal-url", self.auth_url,
-            "--bootstrap-public-url", self.auth_url,
-        )  # fmt: skip
-        self._manage(bootstrap, env=env)
-        if self.deployment.identity == "ldap":
-            self._create_ldap_domain()
-        (self.run_dir / ".initialised").write_text("")
-
-    def _create_ldap_domain(self) -> None:
-        """Create the LDAP domain in SQL before any Keystone worker reads the domain configs.
-
-        Each worker reads ``domain_config_dir`` once, at its first identity
-        call, and ignores a file whose domain does not exist yet; so the
-        domain is made here, through Keystone's own managers as ``keystone-manage
-        bootstrap`` does, before the server starts.
-        """
-        log = self.run_dir / "keystone-manage-create-domain.log"
-        script = files.write(
-            self.run_dir / "keystone_bench_create_domain.py",
-            "keystone_bench_create_domain.py",
-            description="Users of keystone-bench's LDAP directory (read-only)",
-        )
-        with open(log, "w") as out:
-            argv = [self._bin("python"), str(script), str(self.config_path)]
-            proc = subprocess.run(
-                [*argv, directory.DOMAIN],
-                stdout=out,
-                stderr=subprocess.STDOUT,
-                env=self._env(),
-            )
-        if proc.returncode != 0:
-            raise BenchError(f"could not create the {directory.DOMAIN} domain; see {log}")
+        assert self.venv is not None
+        config = self._render_config()
+        bootstrap.initialise(self, self.venv, config, self.auth_url, self.progress)
 
     def _write_domain_config(self) -> None:
-        """keystone.<domain>.conf (0600: it holds the directory's service password)."""
-        found = self.ldap_directory
-        if found is None:
-            return
-        dep = self.deployment
-        self.domain_config_dir.mkdir(mode=0o700, exist_ok=True)
-        text = directory.keystone_domain_config(
-            found, dep.ldap_pool, dep.ldap_pool_size, dep.ldap_auth_pool_size
-        )
-        write_private(self.domain_config_dir / f"keystone.{directory.DOMAIN}.conf", text)
+        keystone_conf.write_domain_config(self, self.ldap_directory)
 
+    # -- servers -------------------------------------------------------------
     def site(self) -> servers.Site:
         """What the WSGI server needs to serve this Keystone."""
         assert self.port is not None and self.venv is not None
@@ -814,7 +413,11 @@ class LocalKeystone:
             self._record(
                 f"{name}-server",
                 functools.partial(
-                    process.spawn, argv, site.server_log_path, env=self._env(), cwd=site.run_dir
+                    process.spawn,
+                    argv,
+                    site.server_log_path,
+                    env=self.keystone_env(),
+                    cwd=site.run_dir,
                 ),
             )
             if dep.server == "nginx":
@@ -845,7 +448,9 @@ class LocalKeystone:
         self.progress(f"starting Keystone ({self.deployment.describe()}) on port {self.port}")
         self._record(
             "server",
-            lambda: process.spawn(argv, self.server_log_path, env=self._env(), cwd=self.run_dir),
+            lambda: process.spawn(
+                argv, self.server_log_path, env=self.keystone_env(), cwd=self.run_dir
+            ),
         )
         if self.deployment.server == "nginx":
             self._record(
@@ -868,6 +473,7 @@ class LocalKeystone:
             self._spawned[name] = pid
         self._write_state()
 
+    # -- readiness and state.json ---------------------------------------------
     def _wait_ready(self) -> None:
         """Wait until /v3 answers and the admin can get a token."""
         deadline = time.monotonic() + START_TIMEOUT
@@ -875,48 +481,20 @@ class LocalKeystone:
             self._check_cancelled()
             if not all(process.is_alive(p) for p in self.pids.values()):
                 raise BenchError(f"Keystone exited during start; see {self.server_log_path}")
-            nodes_up = self._nodes_up()
-            if nodes_up and self.answers() and self._admin_token_status() == 201:
+            if self._serves():
                 return
             time.sleep(0.3)
         raise BenchError(
             f"Keystone did not answer within {START_TIMEOUT:.0f} s; see {self.server_log_path}"
         )
 
-    def _nodes_up(self) -> bool:
-        """Each node answers /v3 and HAProxy counts it UP (True without nodes).
-
-        HAProxy marks a node DOWN while it loads, and UP only at its next check
-        after it answers: a run started before that check would send every
-        request to the nodes that came up first.
-        """
-        nodes = self.nodes()
-        if not nodes:
-            return True
-        if not all(_answers(f"http://127.0.0.1:{p}/v3") for _, p in nodes):
-            return False
-        assert self.port is not None
-        states = balancing.node_states(self.port)
-        return all(states.get(name) == "UP" for name, _ in nodes)
-
-    def _admin_token_status(self) -> int | None:
-        auth = UserAuth(
-            username=ADMIN_USER, password=self.admin_password, project_name=ADMIN_PROJECT
+    def _serves(self) -> bool:
+        """Each node is UP behind the balancer, /v3 answers and the admin gets a token."""
+        return (
+            readiness.nodes_up(self.port, self.nodes())
+            and self.answers()
+            and readiness.admin_token_status(self.auth_url, self.admin_password) == 201
         )
-        body = json.dumps(auth_request_body(auth)).encode()
-        req = urllib.request.Request(
-            self.auth_url + "/auth/tokens?nocatalog",
-            data=body,
-            headers={"Content-Type": "application/json"},
-            method="POST",
-        )
-        try:
-            with urllib.request.urlopen(req, timeout=30) as resp:
-                return resp.status
-        except urllib.error.HTTPError as exc:
-            return exc.code
-        except (OSError, urllib.error.URLError):
-            return None
 
     def _write_openrc(self) -> None:
         creds = {**self.admin_credentials, "region_name": REGION}
@@ -979,28 +557,3 @@ class LocalKeystone:
         self.ldap_port = self.ldap_port or state.get("ldap_port")
         self.node_ports = self.node_ports or list(state.get("node_ports") or [])
         self.private_db_port = self.private_db_port or state.get("private_db_port")
-
-    def log_tail(self, lines: int = 20) -> str:
-        """The last LINES of the server and Keystone logs, for a failed start."""
-        out = []
-        for path in (self.server_log_path, self.keystone_log_path):
-            if path.exists():
-                tail = path.read_text(errors="replace").splitlines()[-lines:]
-                out.append(f"--- {path} (last {len(tail)} lines)")
-                out.extend(tail)
-        return "\n".join(out)
-
-
-def _answers(url: str) -> bool:
-    """True when GET URL answers 200 within 5 s."""
-    try:
-        with urllib.request.urlopen(url, timeout=5) as resp:
-            return resp.status == 200
-    except (OSError, urllib.error.URLError):
-        return False
-
-
-def _sqlite_wal(path: Path) -> None:
-    """Put the database in WAL mode: readers then never block the one writer."""
-    with sqlite3.connect(path) as conn:
-        conn.execute("PRAGMA journal_mode=WAL")

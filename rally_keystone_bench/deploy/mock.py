@@ -90,13 +90,6 @@ def serve(
             "need --workers >= 1, --service-time >= 0, --slope >= 0, 0 <= --error-rate <= 1"
         )
     check_stall(stall_s, stall_every_s)
-    run_dir.mkdir(parents=True, exist_ok=True)
-    key_path, db_path = run_dir / "mock.key", run_dir / "mock.sqlite"
-    for stale in (db_path, Path(f"{db_path}-wal"), Path(f"{db_path}-shm")):
-        stale.unlink(missing_ok=True)
-    _write_private(key_path, secrets.token_hex(32))
-    store = Store(db_path)
-    tokens = Tokens(key_path.read_text().encode(), store)
     options = {
         "service_time_ms": service_time_ms,
         "slope_ms_per_s": slope_ms_per_s,
@@ -104,21 +97,7 @@ def serve(
         "stall_s": stall_s,
         "stall_every_s": stall_every_s,
     }
-    server = _bind(port, store, tokens, options, host)
-    real_port = server.server_address[1]
-    base = f"http://{host}:{real_port}"
-    password = secrets.token_urlsafe(16)
-    bootstrap(store, password, base)
-    os.chmod(db_path, 0o600)
-    store.db.close()
-    store._local = threading.local()
-    _write_private(run_dir / "admin-password", password + "\n")
-    admin = {"auth_url": f"{base}/v3", "username": ADMIN_USER, "password": password}
-    admin |= {"project_name": ADMIN_PROJECT, "region_name": REGION}
-    _write_private(run_dir / "openrc", credentials.openrc_text(admin))
-    (run_dir / "mock.json").write_text(json.dumps({"port": real_port, "pid": os.getpid()}) + "\n")
-    (run_dir / "mock.pid").write_text(f"{os.getpid()}\n")
-
+    server, base = _listen(run_dir, port, options, host)
     children: list[int] = []
     stopped_by = [signal.SIGINT]  # Ctrl-C arrives as KeyboardInterrupt
 
@@ -128,22 +107,7 @@ def serve(
 
     signal.signal(signal.SIGTERM, _stop)
     try:  # from the first fork on: a signal at any point stops every worker
-        for _ in range(workers - 1):
-            # SIGTERM waits (blocked) until the worker has its own disposition: a
-            # SIGTERM to a worker that still had our Python handler would be lost.
-            sigs = {signal.SIGTERM, signal.SIGINT}
-            signal.pthread_sigmask(signal.SIG_BLOCK, sigs)
-            pid = os.fork()
-            if pid == 0:  # a worker: serve on the inherited socket until killed
-                try:
-                    signal.signal(signal.SIGTERM, signal.SIG_DFL)
-                    signal.signal(signal.SIGINT, signal.SIG_IGN)
-                    signal.pthread_sigmask(signal.SIG_UNBLOCK, sigs)
-                    server.serve_forever()
-                finally:
-                    os._exit(0)
-            children.append(pid)
-            signal.pthread_sigmask(signal.SIG_UNBLOCK, sigs)
+        _fork_workers(server, workers - 1, children)
         announce(
             f"mock Keystone: {workers} worker(s), service time {service_time_ms:g} ms, "
             f"slope {slope_ms_per_s:g} ms/s, error rate {error_rate:g}"
@@ -166,6 +130,52 @@ def serve(
         for name in ("mock.pid", "mock.json"):
             (run_dir / name).unlink(missing_ok=True)
     return 0
+
+
+def _listen(run_dir: Path, port: int | None, options: dict, host: str) -> tuple[MockServer, str]:
+    """Fresh state in RUN_DIR, the bound server, the admin's files; the server and its base URL."""
+    run_dir.mkdir(parents=True, exist_ok=True)
+    key_path, db_path = run_dir / "mock.key", run_dir / "mock.sqlite"
+    for stale in (db_path, Path(f"{db_path}-wal"), Path(f"{db_path}-shm")):
+        stale.unlink(missing_ok=True)
+    _write_private(key_path, secrets.token_hex(32))
+    store = Store(db_path)
+    tokens = Tokens(key_path.read_text().encode(), store)
+    server = _bind(port, store, tokens, options, host)
+    real_port = server.server_address[1]
+    base = f"http://{host}:{real_port}"
+    password = secrets.token_urlsafe(16)
+    bootstrap(store, password, base)
+    os.chmod(db_path, 0o600)
+    store.db.close()
+    store._local = threading.local()
+    _write_private(run_dir / "admin-password", password + "\n")
+    admin = {"auth_url": f"{base}/v3", "username": ADMIN_USER, "password": password}
+    admin |= {"project_name": ADMIN_PROJECT, "region_name": REGION}
+    _write_private(run_dir / "openrc", credentials.openrc_text(admin))
+    (run_dir / "mock.json").write_text(json.dumps({"port": real_port, "pid": os.getpid()}) + "\n")
+    (run_dir / "mock.pid").write_text(f"{os.getpid()}\n")
+    return server, base
+
+
+def _fork_workers(server: MockServer, count: int, children: list[int]) -> None:
+    """Fork COUNT workers serving SERVER's socket; each pid goes into CHILDREN as it starts."""
+    for _ in range(count):
+        # SIGTERM waits (blocked) until the worker has its own disposition: a
+        # SIGTERM to a worker that still had our Python handler would be lost.
+        sigs = {signal.SIGTERM, signal.SIGINT}
+        signal.pthread_sigmask(signal.SIG_BLOCK, sigs)
+        pid = os.fork()
+        if pid == 0:  # a worker: serve on the inherited socket until killed
+            try:
+                signal.signal(signal.SIGTERM, signal.SIG_DFL)
+                signal.signal(signal.SIGINT, signal.SIG_IGN)
+                signal.pthread_sigmask(signal.SIG_UNBLOCK, sigs)
+                server.serve_forever()
+            finally:
+                os._exit(0)
+        children.append(pid)
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, sigs)
 
 
 def check_stall(stall_s: float, stall_every_s: float) -> None:

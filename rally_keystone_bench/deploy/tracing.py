@@ -101,6 +101,24 @@ def read_records(run_dir: Path, prefix: str = "trace") -> list[dict[str, Any]]:
     return records
 
 
+def checked_out(run_dir: Path) -> dict[int, int]:
+    """Per live Keystone process: the database connections it has checked out now.
+
+    Each traced process keeps its count in ``traces/pool-PID.txt`` (SQLAlchemy's
+    pool checkout and checkin events); a process that is gone is left out.
+    """
+    found: dict[int, int] = {}
+    for path in sorted(store_path(run_dir).glob("pool-*.txt")):
+        try:
+            pid = int(path.stem.removeprefix("pool-"))
+            count = int(path.read_text().strip() or 0)
+            os.kill(pid, 0)
+        except (ValueError, OSError):  # unreadable, or the process is gone
+            continue
+        found[pid] = count
+    return found
+
+
 def take_records(run_dir: Path) -> list[dict[str, Any]]:
     """The trace records so far, then an empty store (one task's traces apart from the next's).
 

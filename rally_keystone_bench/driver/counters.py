@@ -8,6 +8,7 @@ again with them.
 
 from __future__ import annotations
 
+import collections
 import json
 import os
 from collections.abc import Sequence
@@ -57,6 +58,8 @@ def gather(outcome: Any, keystone_dir: Path | None, profile: Path | None = None)
         return
     if traced:
         outcome.counters = per_workload(records, outcome.workloads)
+        pools = tracing.checked_out(keystone_dir) if keystone_dir else {}
+        outcome.checked_out = sum(pools.values()) if pools else None
     flame = None
     stem = outcome.task_file.stem
     if profile is not None and profile.exists():
@@ -64,7 +67,10 @@ def gather(outcome: Any, keystone_dir: Path | None, profile: Path | None = None)
         flame = flame_svg(stacks, f"{stem}: Keystone's server processes") if stacks else None
     if outcome.summary is not None:
         label = f"{stem} ({outcome.interrupted}: what ran)" if outcome.interrupted else stem
-        write_summary(outcome.workloads, outcome.summary.parent, label, outcome.counters, flame)
+        state = {"db_connections_checked_out": outcome.checked_out} if traced else None
+        write_summary(
+            outcome.workloads, outcome.summary.parent, label, outcome.counters, flame, state
+        )
 
 
 def server_pids(keystone_dir: Path | None) -> list[int]:
@@ -133,3 +139,25 @@ def load_saved(result: str) -> dict[str, counters.ActionCounters] | None:
         for name, saved in (wl.get("counters") or {}).items():
             found[f"{name} (workload {i})"] = counters.ActionCounters.from_dict(saved)
     return found or None
+
+
+def load_profile(result: str, workloads: Sequence[Any]) -> tuple[collections.Counter, dict] | None:
+    """py-spy's stacks that ``run`` kept beside RESULT (``STEM-profile.txt``), and the requests.
+
+    The requests: each atomic action's iterations in WORKLOADS (RESULT's),
+    and all of them under ``profiles.ANY``. None without a profile file.
+    """
+    path = Path(result)
+    profile = path.parent / f"{path.stem}-profile.txt"
+    if not path.is_file() or not profile.is_file():
+        return None
+    stacks = profiles.parse(profile.read_text(errors="replace").splitlines())
+    if not stacks:
+        return None
+    requests: collections.Counter = collections.Counter()
+    for wl in workloads:
+        for name, a in wl.actions.items():
+            if name != "total":
+                requests[name] += a.count
+                requests[profiles.ANY] += a.count
+    return stacks, dict(requests)

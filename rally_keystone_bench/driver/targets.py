@@ -21,7 +21,8 @@ from pathlib import Path
 from typing import Any
 
 from rally_keystone_bench.deploy import conf_options, tracing, venv
-from rally_keystone_bench.deploy.keystone import Deployment, LocalKeystone, StartCancelled
+from rally_keystone_bench.deploy.deployment import Deployment
+from rally_keystone_bench.deploy.keystone import LocalKeystone, StartCancelled
 from rally_keystone_bench.deploy.mock import MockKeystone
 from rally_keystone_bench.driver import preflight
 from rally_keystone_bench.driver import rally as rallyenv
@@ -72,9 +73,7 @@ def check_reachable(auth_url: str, timeout: float = 10.0) -> None:
         raise BenchError(f"auth URL {mask_urls(auth_url)} is unreachable: {reason}") from None
 
 
-def build_envs(
-    deps: Mapping[str, Deployment], run_root: Path, say: Callable[[str], None] = progress
-) -> None:
+def build_envs(deps: Mapping[str, Deployment], say: Callable[[str], None] = progress) -> None:
     """Build (or find cached) each deployment's Keystone environment before any load.
 
     gate and matrix call it first, so a SPEC pip cannot install exits 2
@@ -83,7 +82,7 @@ def build_envs(
     for dep in deps.values():  # every side's SPEC, before either is built
         venv.check_spec(dep.keystone)
     for name, dep in deps.items():
-        extras = LocalKeystone(dep, run_root / name / "keystone")._extra_packages()
+        extras = dep.extra_packages()
         say(f"{name}: Keystone environment for {dep.keystone}")
         env = venv.ensure_keystone_env(dep.keystone, extras=extras, progress=say)
         if dep.conf:  # checked here too: a bad --set on one side stops both before either starts

@@ -132,6 +132,7 @@ KILL_GRACE_S = 10.0  # then SIGINT to Rally, and SIGKILL this long after
 # The task running now (start_task registers it) and the signals received.
 _running: list[TaskRun] = []
 _signals: list[int] = []
+_mode = {"later_noted": False}  # sigterm_as_interrupt(later_noted=True): see there
 
 
 def _on_signal(signum: int, frame: Any) -> None:
@@ -152,17 +153,32 @@ def _on_signal(signum: int, frame: Any) -> None:
         run.interrupted_by = signum
         threading.Thread(target=run.interrupt, args=(signum,), daemon=True).start()
         return
+    if len(_signals) > 1 and _mode["later_noted"]:
+        # os.write: no buffered stream, which the main thread may be writing to.
+        name = signal.Signals(signum).name
+        note = f"keystone-bench: {name} again: still writing what was gathered, which is kept\n"
+        with contextlib.suppress(OSError):
+            os.write(2, note.encode())
+        return
     raise Interrupted(signum)
 
 
 @contextlib.contextmanager
-def sigterm_as_interrupt() -> Iterator[None]:
-    """SIGINT and SIGTERM stop the load, keep what was measured and clean up (see _on_signal)."""
+def sigterm_as_interrupt(later_noted: bool = False) -> Iterator[None]:
+    """SIGINT and SIGTERM stop the load, keep what was measured and clean up (see _on_signal).
+
+    With LATER_NOTED, a signal after the first is only noted on stderr: what
+    the first one set going (collecting and writing the results gathered)
+    runs to its end, bounded by its own timeouts, and the exit code is the
+    first signal's.
+    """
     previous = {s: signal.signal(s, _on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
     _signals.clear()
+    _mode["later_noted"] = later_noted
     try:
         yield
     finally:
+        _mode["later_noted"] = False
         for s, handler in previous.items():
             signal.signal(s, handler)
 
@@ -287,6 +303,26 @@ class TaskRun:
         except sqlite3.Error:
             return False
 
+    def workload_uuids(self) -> list[str]:
+        """The uuids of the task's workloads, from our Rally home's database (in order).
+
+        Rally records them when the task starts, before any context runs:
+        the names of what the contexts create carry them. Empty when unknown.
+        """
+        import sqlite3
+
+        db = self.home.path / "rally.sqlite"
+        if self.uuid is None or not db.exists():
+            return []
+        try:
+            with contextlib.closing(sqlite3.connect(db, timeout=5)) as conn:
+                rows = conn.execute(
+                    "SELECT uuid FROM workloads WHERE task_uuid = ? ORDER BY id", (self.uuid,)
+                ).fetchall()
+        except sqlite3.Error:
+            return []
+        return [r[0] for r in rows]
+
     def _escalate(self) -> None:
         if self._proc is None or self._proc.poll() is not None:
             return
@@ -409,7 +445,10 @@ class TaskOutcome:
     workloads: list = dataclasses.field(default_factory=list)
     interrupted_by: int | None = None  # the signal that stopped the task, if one did
     cleanup_cut_short: bool = False  # a second signal stopped Rally before its cleanup ended
+    workload_uuids: list = dataclasses.field(default_factory=list)  # names of what it created
+    contexts_failed: bool = False  # a context's cleanup said something was left behind
     counters: list = dataclasses.field(default_factory=list)  # per workload: Keystone's costs
+    checked_out: int | None = None  # Keystone's DB connections checked out after the load
 
     @property
     def interrupted(self) -> str | None:
@@ -419,10 +458,30 @@ class TaskOutcome:
         return f"interrupted by {signal.Signals(self.interrupted_by).name}"
 
     @property
+    def no_verdict(self) -> str | None:
+        """Why the task gets no SLA verdict: a signal stopped it, or Rally was killed."""
+        if self.interrupted:
+            return self.interrupted
+        if self.uuid is not None and self.rally_exit < 0:
+            return f"rally task start exited {self.rally_exit}"
+        return None
+
+    @property
+    def may_have_left(self) -> bool:
+        """Whether the task's contexts may have left what they created.
+
+        A second signal cut Rally's cleanup short, Rally was killed (a
+        negative exit code: no cleanup ran), or a context's cleanup said so.
+        """
+        if not self.workload_uuids:
+            return False  # no workload started: no context created anything
+        return self.cleanup_cut_short or self.rally_exit < 0 or self.contexts_failed
+
+    @property
     def sla_passed(self) -> bool:
-        """Never for an interrupted task: Rally judged only what ran before the signal."""
+        """Never for an interrupted or killed task: Rally judged only what ran before."""
         return (
-            self.interrupted_by is None
+            self.no_verdict is None
             and bool(self.workloads)
             and all(wl.pass_sla for wl in self.workloads)
         )
@@ -467,14 +526,15 @@ def run_task(
     """Start TASK_FILE and write its reports into OUT_DIR, even when it fails half-way."""
     out_dir.mkdir(parents=True, exist_ok=True)
     outcome = TaskOutcome(task_file, None, -1)
+    log_path = out_dir / f"{task_file.stem}.rally.log"
     try:
-        run = start_task(home, env, task_file, task_args, out_dir / f"{task_file.stem}.rally.log")
-        outcome.rally_exit, outcome.uuid = run.rc, run.uuid
+        run = start_task(home, env, task_file, task_args, log_path)
+        _describe_run(outcome, run, log_path)
     except Interrupted as exc:
         # Reports of what ran are written (finally) before the Keystone stops.
         run = getattr(exc, "run", None)
         if run is not None:
-            outcome.rally_exit, outcome.uuid = run.rc, run.uuid
+            _describe_run(outcome, run, log_path)
         outcome.interrupted_by = exc.signum
         outcome.cleanup_cut_short = getattr(exc, "twice", False)
         exc.outcome = outcome
@@ -482,3 +542,15 @@ def run_task(
     finally:
         write_reports(home, outcome, out_dir)
     return outcome
+
+
+# What our contexts' cleanup says when it could not delete everything (_base.py).
+LEFT_BEHIND_RE = re.compile(r"cleanup: .* left behind")
+
+
+def _describe_run(outcome: TaskOutcome, run: TaskRun, log_path: Path) -> None:
+    """OUTCOME's exit code, uuid, workloads and whether a context said it left something."""
+    outcome.rally_exit, outcome.uuid = run.rc, run.uuid
+    outcome.workload_uuids = run.workload_uuids()
+    with contextlib.suppress(OSError):
+        outcome.contexts_failed = bool(LEFT_BEHIND_RE.search(log_path.read_text(errors="replace")))

@@ -221,14 +221,15 @@ def format_table(probes: Sequence[Probe]) -> str:
     lines = [
         f"{'#':>3} {'role':<12} {'target':>7} {'sent':>7} {'p50 ms':>8} {'p95 ms':>8} "
         f"{'resp p99':>9} "
-        f"{'slope s/s':>10} {'failed':>6} {'time':>5}  verdict"
+        f"{'slope s/s':>10} {'failed':>6} {'setup':>5} {'time':>5}  verdict"
     ]
     for p in probes:
         sent = "-" if p.sent_rate is None else f"{p.sent_rate:.1f}"
         slope = "-" if p.slope is None else f"{p.slope:.3g}"
+        setup = "-" if p.setup is None else f"{p.setup:.0f}s"
         lines.append(
             f"{p.number:>3} {p.role:<12} {fmt(p.rps):>7} {sent:>7} {ms(p.p50):>8} "
-            f"{ms(p.p95):>8} {ms(p.resp_p99):>9} {slope:>10} {p.failed:>6} {p.elapsed:>4.0f}s  "
-            f"{p.verdict}"
+            f"{ms(p.p95):>8} {ms(p.resp_p99):>9} {slope:>10} {p.failed:>6} {setup:>5} "
+            f"{p.elapsed:>4.0f}s  {p.verdict}"
         )
     return "\n".join(lines)

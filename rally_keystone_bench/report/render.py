@@ -279,9 +279,16 @@ def setting_table(
 
 
 def build_summary(
-    workloads: Sequence[Workload], source: str, counters: Sequence[Mapping] | None = None
+    workloads: Sequence[Workload],
+    source: str,
+    counters: Sequence[Mapping] | None = None,
+    keystone: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """The content of summary.json; COUNTERS: per workload, action -> counters.as_dict()."""
+    """The content of summary.json; COUNTERS: per workload, action -> counters.as_dict().
+
+    KEYSTONE: what the traced Keystone said of the whole load
+    (``db_connections_checked_out`` when it ended).
+    """
     summary = {
         "generated_by": f"{pkg} report",
         "generated_at": dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
@@ -292,6 +299,8 @@ def build_summary(
     }
     for entry, found in zip(summary["workloads"], counters or (), strict=False):
         entry["counters"] = {name: _with_top(c) for name, c in found.items()}
+    if keystone:
+        summary["keystone"] = dict(keystone)
     return summary
 
 
@@ -369,11 +378,12 @@ def render_files(
     source: str,
     counters: Sequence[Mapping] | None = None,
     flame_svg: str | None = None,
+    keystone: Mapping[str, Any] | None = None,
 ) -> dict[str, str]:
     """{"summary.html": ..., "summary.json": ...} for these workloads."""
     if not workloads:
         raise BenchError(f"{source}: the report holds no workload")
-    summary = build_summary(workloads, source, counters)
+    summary = build_summary(workloads, source, counters, keystone)
     return {
         "summary.html": render_html(workloads, summary, flame_svg),
         "summary.json": json.dumps(summary, indent=2, default=_json_default) + "\n",
@@ -386,9 +396,10 @@ def write_summary(
     source: str,
     counters: Sequence[Mapping] | None = None,
     flame_svg: str | None = None,
+    keystone: Mapping[str, Any] | None = None,
 ) -> Path:
     """Write summary.html and summary.json into ``out_dir``; return the HTML's path."""
-    files = render_files(workloads, source, counters, flame_svg)
+    files = render_files(workloads, source, counters, flame_svg, keystone)
     out = Path(out_dir)
     try:
         out.mkdir(parents=True, exist_ok=True)

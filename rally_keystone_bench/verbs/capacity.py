@@ -22,7 +22,9 @@ from rally_keystone_bench.driver import targets
 from rally_keystone_bench.driver import task as rally_task
 from rally_keystone_bench.driver.probe_evidence import ProbeEvidence
 from rally_keystone_bench.driver.rally import RallyHome
+from rally_keystone_bench.engines.locust.engine import MAX_PLANNED_REQUESTS
 from rally_keystone_bench.errors import BenchError
+from rally_keystone_bench.history.records import ActionRow
 from rally_keystone_bench.report import capacity as capacity_report
 from rally_keystone_bench.verbs import options
 from rally_keystone_bench.verdicts import capacity, keystone_side, results
@@ -78,6 +80,15 @@ def check_settings(args: argparse.Namespace) -> capacity.Settings:
         raise BenchError(f"--ramp runs on the pooled_rps runner, not --runner {runner}")
     if ramp is None:  # default: bracket first, wherever the runner can ramp
         ramp = engine == "locust" or runner == "pooled_rps"
+    forced = options.check_rate("--high", high, engine, runner, getattr(args, "force", False))
+    if forced:
+        say(forced)
+    planned = high * (warmup + window)
+    if engine == "locust" and planned > MAX_PLANNED_REQUESTS:
+        raise BenchError(
+            f"--high {high:g} rps for {warmup + window:g} s plans {planned:.3g} requests in a "
+            f"probe, more than the {MAX_PLANNED_REQUESTS:,} samples one run keeps in memory"
+        )
     if low * window < 3:
         raise BenchError(
             f"--low {low:g} rps over a {window:g} s window gives fewer than 3 points "
@@ -371,6 +382,8 @@ class RallyProber:
             self.say(
                 f"probe {k} ({probe.role}): {fmt(rate)} rps -> {probe.verdict} ({probe.reason})"
             )
+        for probe in out[:-1]:  # the ramp's setup, like its time, goes on its last row
+            probe.setup = None
         if out:
             out[-1].elapsed = time.monotonic() - t0
         return out
@@ -419,6 +432,7 @@ def main(args: argparse.Namespace) -> int:
         deployment.validate()
     elif args.target == "cloud":
         cloud = options.cloud_spec(args)
+    options.check_history(args)
     out_dir, run_dir = rally_task.new_run_dirs(args.reports_dir)
     if args.target == "mock":
         mock = options.mock(args, run_dir)
@@ -481,7 +495,25 @@ def main(args: argparse.Namespace) -> int:
     print(f"elapsed: {elapsed_text(elapsed)}")
     if outcome.status == "not measurable":
         raise BenchError(outcome.message)
+    options.record_history(
+        args, "capacity", out_dir, deployment, where=target, rows=[capacity_row(settings, outcome)]
+    )
     return outcome.exit_code
+
+
+def capacity_row(settings: capacity.Settings, outcome: capacity.Outcome) -> ActionRow:
+    """The capacity as a history row: its rate is N (None when even --low degrades), its
+    count the probes it took."""
+    return ActionRow(
+        workload=f"capacity {settings.rally_scenario} ({settings.engine})",
+        action="capacity",
+        p50=None,
+        p95=None,
+        p99=None,
+        rate=outcome.n,
+        success_percent=None,
+        count=len(outcome.probes),
+    )
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -522,6 +554,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--target", choices=["local", "cloud", "mock"], default="local")
     parser.add_argument("--spec", default=None)
     parser.add_argument("--reports-dir", default="reports")
+    options.add_force_option(parser)
+    options.add_history_option(parser)
     parser.add_argument(
         "--abort-on-sla-failure",
         action=argparse.BooleanOptionalAction,

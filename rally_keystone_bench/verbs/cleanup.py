@@ -1,4 +1,10 @@
-"""``keystone-bench cleanup --reuse TAG``: delete the projects and users a reuse tag kept."""
+"""``keystone-bench cleanup``: delete what our contexts left in a cloud.
+
+``--reuse TAG``: the projects and users a reuse tag kept. ``--workload ID``
+(repeatable): what a workload's contexts created and could not delete, a
+task cut short (keystone-bench prints this command with the IDs when that
+may have happened).
+"""
 
 from __future__ import annotations
 
@@ -11,7 +17,7 @@ from rally_keystone_bench.clients import credentials
 from rally_keystone_bench.clients.admin import AdminClient
 from rally_keystone_bench.clients.retry import KeystoneAdminError
 from rally_keystone_bench.errors import BenchError
-from rally_keystone_bench.plugins.contexts import reuse
+from rally_keystone_bench.plugins.contexts import leftovers, reuse
 
 
 def admin_credential(args: argparse.Namespace) -> dict[str, Any]:
@@ -27,7 +33,11 @@ def admin_credential(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def main(args: argparse.Namespace) -> int:
-    """Delete the tag's projects, users and state file."""
+    """Delete the tag's projects, users and state file, or what the workloads left."""
+    if bool(args.reuse) == bool(args.workload):
+        raise BenchError("cleanup needs --reuse TAG or --workload ID (not both)")
+    if args.workload:
+        return clean_workloads(args)
     tag = reuse.check_tag(args.reuse)
     cred = admin_credential(args)
     admin = AdminClient(cred)
@@ -43,8 +53,30 @@ def main(args: argparse.Namespace) -> int:
     return 0
 
 
+def clean_workloads(args: argparse.Namespace) -> int:
+    """Delete what each --workload's contexts left; one line per workload."""
+    shorts = list(dict.fromkeys(leftovers.check_workload(w) for w in args.workload))
+    admin = AdminClient(admin_credential(args))
+    for short in shorts:
+        names = " and ".join(f"{p}*" for p in leftovers.prefixes(short))
+        try:
+            counts = leftovers.delete_workload(admin, short)
+        except KeystoneAdminError as exc:
+            raise BenchError(f"cleanup of workload {short} ({names}): {exc}") from None
+        print(f"workload {short}: deleted {leftovers.describe(counts)} ({names})")
+    return 0
+
+
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """The options of ``keystone-bench cleanup``."""
-    parser.add_argument("--reuse", required=True, metavar="TAG")
+    parser.add_argument("--reuse", default=None, metavar="TAG")
+    parser.add_argument(
+        "--workload",
+        action="append",
+        default=None,
+        metavar="ID",
+        help="delete what this workload's contexts left (its uuid or first 8 hex digits, "
+        "as an interrupted run printed it); repeatable",
+    )
     parser.add_argument("--spec", default=None)
     parser.add_argument("--run-dir", default=None)

@@ -6,12 +6,13 @@ import argparse
 from pathlib import Path
 
 from rally_keystone_bench import boundary
+from rally_keystone_bench.deploy import profiling
 from rally_keystone_bench.driver import counters as keystone_counters
 from rally_keystone_bench.driver import reports
 from rally_keystone_bench.report import compare as compare_report
 from rally_keystone_bench.report import counters as report_counters
 from rally_keystone_bench.verbs import options
-from rally_keystone_bench.verdicts import compare, counters
+from rally_keystone_bench.verdicts import compare, counters, profiles
 
 
 def main(args: argparse.Namespace) -> int:
@@ -33,12 +34,16 @@ def main(args: argparse.Namespace) -> int:
     )
     changes = counter_changes(args.base, args.candidate)
     moved = any(c.changed for c in changes)
-    lines = report_counters.format_changes(changes)
+    lines = report_counters.format_changes(changes, latency_moved(result))
     if moved:  # exact counts that changed come first
         print("\n".join(lines))
     print(compare_report.format_text(result))
     if lines and not moved:
         print("\n".join(lines))
+    went = where_time_went(args.base, args.candidate, base, cand)
+    if went:
+        print("where the time went (py-spy, self time per request, candidate - base):")
+        print("\n".join(f"    {c.sentence()}" for c in went))
     if args.json:
         compare_report.write_json(result, args.json)
     if args.html:
@@ -58,6 +63,24 @@ def counter_changes(base: str, candidate: str) -> list:
     if not before or not after:
         return []
     return counters.compare(before, after)
+
+
+def latency_moved(result: compare.CompareResult) -> dict[str, bool]:
+    """``action (workload N)`` -> whether its latency changed significantly (as counters key it)."""
+    return {
+        f"{c.name} (workload {i})": bool(c.significant or c.regression)
+        for i, w in enumerate(result.workloads, 1)
+        for c in w.actions
+    }
+
+
+def where_time_went(base: str, candidate: str, base_wl: list, cand_wl: list) -> list:
+    """The functions whose self time per request rose most, when both runs kept a profile."""
+    before = keystone_counters.load_profile(base, base_wl)
+    after = keystone_counters.load_profile(candidate, cand_wl)
+    if before is None or after is None:
+        return []
+    return profiles.diff(before[0], after[0], (before[1], after[1]), profiling.RATE)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

@@ -33,7 +33,9 @@ from rally_keystone_bench import boundary, procstat
 from rally_keystone_bench.clients import credentials
 from rally_keystone_bench.clients.admin import AdminClient
 from rally_keystone_bench.deploy import conf_options, directory, gitref, tracing, venv
-from rally_keystone_bench.deploy.keystone import Deployment, LocalKeystone, write_private
+from rally_keystone_bench.deploy.deployment import Deployment
+from rally_keystone_bench.deploy.files import write_private
+from rally_keystone_bench.deploy.keystone import LocalKeystone
 from rally_keystone_bench.driver import evidence as keystone_evidence
 from rally_keystone_bench.driver import rally as rallyenv
 from rally_keystone_bench.driver import targets
@@ -55,6 +57,8 @@ from rally_keystone_bench.verdicts.pairing import GateResult
 # The default task: a cloud's token paths; with it both sides run memcached
 # unless a side's --*-option cache=none says otherwise.
 CLOUD_TASK = "tasks/gate-cloud.yaml"
+# ... and Keystone's default auth methods plus totp, for its password + TOTP path.
+CLOUD_CONF = ("auth.methods=external,password,token,oauth1,mapped,application_credential,totp",)
 LDAP_PROJECT = "keystone-bench-gate-ldap"
 
 
@@ -318,15 +322,17 @@ def side_deployments(args: argparse.Namespace) -> tuple[dict[str, Deployment], d
         for f in verb_options.IDENTITY_FIELDS
         if getattr(args, f, None) is not None
     }
+    shared = tuple(getattr(args, "conf", None) or ())
     if Path(args.task).name == Path(CLOUD_TASK).name:
         identity["cache"] = "memcached"  # a side's own option=value still wins
+        shared = (*CLOUD_CONF, *shared)  # and a --set of the same option too
     deps = {
         side: side_deployment(
             specs[side],
             getattr(args, f"{side}_option", None) or [],
             f"--{side}-option",
             identity,
-            getattr(args, "conf", None) or (),
+            shared,
         )
         for side in SIDES
     }
@@ -414,10 +420,11 @@ def main(args: argparse.Namespace) -> int:
     task = rally_task.task_file(args.task)
     task_args = rally_task.parse_task_args(getattr(args, "task_args", None))
     deps, commits = side_deployments(args)
+    verb_options.check_history(args)
     stamp = rally_task.utc_stamp()
     out_dir = (Path(args.reports_dir) / stamp).resolve()
     run_root = rally_task.run_dir(f"gate-{stamp}").resolve()
-    targets.build_envs(deps, run_root)
+    targets.build_envs(deps)
     out_dir.mkdir(parents=True, exist_ok=True)
     keystone_evidence.prepare_tracing(deps, run_root, getattr(args, "trace", "on") == "on")
     evidence = keystone_evidence.Evidence()
@@ -470,12 +477,16 @@ def main(args: argparse.Namespace) -> int:
                 break
             rally_task.progress(f"{result.headline()}; extending with another task run")
     assert result is not None
-    return write_reports(result, out_dir, evidence, getattr(args, "max_sql_increase", 0))
+    rc = write_reports(result, out_dir, evidence, getattr(args, "max_sql_increase", 0))
+    line = " | ".join(f"{side}: {side_name(deps, commits, side)}" for side in SIDES)
+    verb_options.record_history(args, "gate", out_dir, deps["candidate"], line=line)
+    return rc
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """The options of ``keystone-bench gate``."""
     add_baseline_arguments(parser)
+    verb_options.add_history_option(parser)
     parser.add_argument("--candidate", required=True, metavar="SPEC")
     parser.add_argument(
         "--task",

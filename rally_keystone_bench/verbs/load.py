@@ -27,7 +27,8 @@ from typing import Any
 
 from rally_keystone_bench import shipped
 from rally_keystone_bench.clients import credentials
-from rally_keystone_bench.deploy.keystone import Deployment, LocalKeystone
+from rally_keystone_bench.deploy.deployment import Deployment
+from rally_keystone_bench.deploy.keystone import LocalKeystone
 from rally_keystone_bench.driver import preflight, targets
 from rally_keystone_bench.driver import task as rally_task
 from rally_keystone_bench.driver.task import progress
@@ -58,10 +59,16 @@ def settings_from(args: argparse.Namespace) -> Any:
         arrival=args.arrival,
         users=args.users,
         http=args.http,
+        force=args.force or args.engine == "rally",  # Rally's own ceiling: check_rally
     )
     if args.workers is not None and args.workers < 1 and not expect:
         raise BenchError(f"--workers must be at least 1, not {args.workers}")
     engine.check_load(s)
+    if args.force and args.engine == "locust" and s.rate > engine.HOST_CEILING_RPS * (1 + expect):
+        progress(
+            f"--force: --rate {s.rate:g} is above what {1 + expect} load host(s) send "
+            f"({engine.HOST_CEILING_RPS} requests/s each, measured)"
+        )
     return s
 
 
@@ -150,7 +157,7 @@ def run_locust(
     return rc
 
 
-def check_rally(settings: Any) -> None:
+def check_rally(settings: Any, force: bool = False) -> None:
     """What the Rally engine cannot do; BenchError before any load."""
     if settings.scenario not in capacity.PROBE_SCENARIOS:
         raise BenchError(
@@ -159,6 +166,9 @@ def check_rally(settings: Any) -> None:
         )
     if settings.expect_workers or settings.workers > 1:
         raise BenchError("--engine rally runs on this host only: drop --workers/--expect-workers")
+    forced = options.check_rate("--rate", settings.rate, "rally", "pooled_rps", force)
+    if forced:
+        progress(forced)
 
 
 def run_rally(args: argparse.Namespace, settings: Any, out_dir: Path, run_dir: Path) -> int:
@@ -236,11 +246,12 @@ def main(args: argparse.Namespace) -> int:
     if args.engine == "locust":
         engine.bindable(settings.master_host, settings.master_port)  # before any load
     else:
-        check_rally(settings)
+        check_rally(settings, args.force)
     # A cloud that is no Keystone, or refuses its admin, is said before any file is made.
     cloud = cloud_credential(args) if args.target == "cloud" else None
     if args.target == "local":
         server_deployment(args)  # validated: a bad --keystone leaves no file
+    options.check_history(args)
     out_dir, run_dir = rally_task.new_run_dirs(args.reports_dir)
     started = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
     progress(
@@ -249,10 +260,16 @@ def main(args: argparse.Namespace) -> int:
     )
     doc = {"engine": args.engine, "started_at": started, **vars(args)}
     records.write_json(out_dir / "load.json", redact(doc), indent=None, default=str)
-    with rally_task.sigterm_as_interrupt():
-        if args.engine == "locust":
-            return run_locust(args, settings, out_dir, run_dir, cloud)
-        return run_rally(args, settings, out_dir, run_dir)
+    if args.engine == "locust":
+        # A second signal while the master collects and writes would lose it all.
+        with rally_task.sigterm_as_interrupt(later_noted=True):
+            rc = run_locust(args, settings, out_dir, run_dir, cloud)
+    else:
+        with rally_task.sigterm_as_interrupt():
+            rc = run_rally(args, settings, out_dir, run_dir)
+    local = server_deployment(args) if args.target == "local" else None
+    options.record_history(args, "load", out_dir, local, where=f"{args.target} target")
+    return rc
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -305,6 +322,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--target", choices=["local", "cloud", "mock"], default="mock")
     parser.add_argument("--spec", default=None)
     parser.add_argument("--reports-dir", default="reports")
+    options.add_force_option(parser)
     parser.add_argument("--mock-workers", type=int, default=1, help="--target mock: processes")
     parser.add_argument("--mock-service-time", type=float, default=5.0, metavar="MS")
     parser.add_argument("--mock-stall", type=float, default=0.0, metavar="S")
@@ -316,3 +334,4 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="--target local: Keystone server worker processes (default 2)",
     )
     options.add_deployment_options(parser, workers=False)
+    options.add_history_option(parser)

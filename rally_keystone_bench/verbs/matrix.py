@@ -28,13 +28,13 @@ import yaml
 from rally_keystone_bench import boundary, shipped
 from rally_keystone_bench.deploy import balancer as balancing
 from rally_keystone_bench.deploy import directory
-from rally_keystone_bench.deploy.keystone import Deployment
+from rally_keystone_bench.deploy.deployment import Deployment
 from rally_keystone_bench.driver import targets
 from rally_keystone_bench.driver import task as rally_task
 from rally_keystone_bench.errors import BenchError, read_input
 from rally_keystone_bench.report import matrix as matrix_report
 from rally_keystone_bench.report.render import setting_table
-from rally_keystone_bench.verbs import names
+from rally_keystone_bench.verbs import names, options
 from rally_keystone_bench.verdicts.results import RPS_RUNNERS, Workload
 from rally_keystone_bench.verdicts.rounds import across_rounds
 
@@ -162,9 +162,10 @@ def main(args: argparse.Namespace) -> int:
     task_args = rally_task.parse_task_args(args.task_args)
     if args.repeat < 1:
         raise BenchError(f"--repeat must be at least 1, not {args.repeat}")
+    options.check_history(args)
     stamp = rally_task.utc_stamp()
     run_root = rally_task.run_dir(f"matrix-{stamp}")
-    targets.build_envs(deployments, run_root)
+    targets.build_envs(deployments)
     out_dir = (Path(args.reports_dir) / stamp).resolve()
     out_dir.mkdir(parents=True, exist_ok=True)
     described = {name: dep.describe() for name, dep in deployments.items()}
@@ -225,6 +226,7 @@ def main(args: argparse.Namespace) -> int:
             raise
     (html, js), rows = report()
     print_summary(rows, args.repeat, per_node, (html, js, out_dir))
+    record_history(args, deployments, out_dir, errors)
     if errors:
         names = ", ".join(errors)
         raise BenchError(
@@ -234,10 +236,25 @@ def main(args: argparse.Namespace) -> int:
     return 1 if failed else 0
 
 
+def record_history(
+    args: argparse.Namespace,
+    deployments: Mapping[str, Deployment],
+    out_dir: Path,
+    errors: Mapping[str, str],
+) -> None:
+    """With --history: one run per deployment run that measured, with its deployment line."""
+    for name, dep in deployments.items():
+        for k in range(1, args.repeat + 1):
+            sub = name if args.repeat == 1 else f"{name}-run{k}"
+            if (name if args.repeat == 1 else f"{name} (run {k})") not in errors:
+                options.record_history(args, "matrix", out_dir / sub, dep)
+
+
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """The options of ``keystone-bench matrix``."""
     parser.add_argument("--deployments", required=True, metavar="FILE.yaml")
     parser.add_argument("--task", required=True)
     parser.add_argument("--task-args", default=None, metavar="JSON")
     parser.add_argument("--repeat", type=boundary.positive_int, default=1)
+    options.add_history_option(parser)
     parser.add_argument("--reports-dir", default="reports")

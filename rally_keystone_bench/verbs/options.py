@@ -9,13 +9,16 @@ import argparse
 import dataclasses
 import math
 import os
+from collections.abc import Sequence
 from pathlib import Path
 
 from rally_keystone_bench import boundary
-from rally_keystone_bench.deploy.keystone import Deployment
+from rally_keystone_bench.deploy.deployment import Deployment
 from rally_keystone_bench.deploy.mock import MockKeystone, check_stall
 from rally_keystone_bench.driver import rally as rallyenv
 from rally_keystone_bench.errors import BenchError
+from rally_keystone_bench.history import records as history_records
+from rally_keystone_bench.history import store as history_store
 
 # Where Keystone's users live: options that gate applies to both sides.
 IDENTITY_FIELDS = (
@@ -80,6 +83,43 @@ def mock(args: argparse.Namespace, run_dir: Path) -> MockKeystone:
         stall_s=getattr(args, "mock_stall", 0.0),
         stall_every_s=getattr(args, "mock_stall_every", 0.0),
         run_dir=run_dir / "mock",
+    )
+
+
+# What Rally's runners sent from one host at most, on the 2-core test machine
+# (benchmarks/generator_ceiling.py, 2026-11-24, doc/source/engines.rst):
+# KeystoneTokens.validate against a mock with no service time.
+RALLY_CEILING_RPS = {"pooled_rps": 1171, "rps": 553}
+
+
+def check_rate(flag: str, rate: float, engine_name: str, runner: str, force: bool) -> str | None:
+    """BenchError when RATE is above what ENGINE_NAME sends from this host (measured).
+
+    With FORCE, the line that would have refused it instead (to be shown):
+    the probe then says ``generator-limited`` if the rate is not sent.
+    """
+    from rally_keystone_bench.engines.locust.engine import HOST_CEILING_RPS
+
+    if engine_name == "locust":
+        ceiling, who = HOST_CEILING_RPS, "the Locust engine's workers send"
+    else:
+        ceiling, who = RALLY_CEILING_RPS.get(runner, 0), f"Rally's {runner} runner sends"
+    if not ceiling or rate <= ceiling:
+        return None
+    line = (
+        f"{flag} {rate:g} rps is above what {who} from this host ({ceiling} requests/s, measured)"
+    )
+    if force:
+        return f"--force: {line}"
+    raise BenchError(f"{line}: lower it, or add --force to try anyway")
+
+
+def add_force_option(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--force",
+        action="store_true",
+        help="start a rate above what the load generator sent here when measured "
+        "(doc/source/troubleshooting.rst); the result then says generator-limited",
     )
 
 
@@ -231,3 +271,67 @@ def add_verdict_rules(parser: argparse.ArgumentParser) -> None:
         help="failures may rise by this many percentage points when significant "
         "(default 0: any significant increase fails)",
     )
+
+
+# -- the results store (doc/source/history.rst) -------------------------------------
+def add_history_option(p: argparse.ArgumentParser) -> None:
+    """``--history STORE``: record what the verb measured (run, gate, capacity, matrix,
+    load, scale); $KEYSTONE_BENCH_HISTORY when not given."""
+    p.add_argument(
+        "--history",
+        metavar="STORE",
+        default=None,
+        help="record each run's percentiles, rates and context in STORE: a SQLite file "
+        f"(created on first use) or a postgresql:// URL (default: ${history_store.ENV_VAR})",
+    )
+
+
+def history_url(args: argparse.Namespace) -> str | None:
+    """The store named by --history, else by the environment; None: do not record."""
+    return getattr(args, "history", None) or os.environ.get(history_store.ENV_VAR) or None
+
+
+def check_history(args: argparse.Namespace) -> str | None:
+    """Open (create, migrate) the store now, so that a bad one fails before any load."""
+    url = history_url(args)
+    if url:
+        history_store.Store.open(url).close()
+    return url
+
+
+def deployment_line(deployment: Deployment) -> str:
+    return history_records.deployment_line(deployment.describe(), deployment.keystone)
+
+
+def record_history(
+    args: argparse.Namespace,
+    verb: str,
+    out_dir: Path,
+    deployment: Deployment | None,
+    where: str = "existing cloud",
+    line: str | None = None,
+    rows: Sequence[history_records.ActionRow] = (),
+) -> int | None:
+    """Record the summaries a verb wrote under OUT_DIR (and ROWS it made) as one run; its
+    id (None: no store, or nothing measured). WHERE names a target without a local
+    deployment; LINE replaces the deployment line (gate: both sides)."""
+    url = history_url(args)
+    if not url:
+        return None
+    rows = [*rows, *history_records.rows_under(out_dir, verb)]
+    if not rows:
+        print(f"history: nothing to record from {out_dir} (no summary.json)")
+        return None
+    keystone = history_records.keystone_identity(deployment.keystone if deployment else where)
+    record = history_records.build_record(
+        verb,
+        keystone,
+        line or (deployment_line(deployment) if deployment else where),
+        dict(deployment.conf) if deployment else {},
+        rows,
+        str(out_dir),
+    )
+    with history_store.Store.open(url) as store:
+        run_id = store.record(record)
+        print(f"history: run {run_id} recorded in {store.where} ({len(rows)} rows)")
+    return run_id

@@ -10,18 +10,20 @@ reports written.
 from __future__ import annotations
 
 import argparse
+import shlex
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from rally_keystone_bench.deploy import profiling
-from rally_keystone_bench.deploy.keystone import Deployment
+from rally_keystone_bench.deploy.deployment import Deployment
 from rally_keystone_bench.driver import counters as keystone_counters
 from rally_keystone_bench.driver import rally as rallyenv
 from rally_keystone_bench.driver import targets
 from rally_keystone_bench.driver import task as rally_task
 from rally_keystone_bench.driver.task import TaskOutcome
 from rally_keystone_bench.errors import BenchError, Interrupted
+from rally_keystone_bench.plugins.contexts import leftovers
 from rally_keystone_bench.report import records
 from rally_keystone_bench.verbs import options
 from rally_keystone_bench.verdicts import stats
@@ -50,7 +52,8 @@ def add_trace_options(parser: argparse.ArgumentParser) -> None:
         type=float,
         default=1.0,
         metavar="FRACTION",
-        help="fraction of each client's requests traced, spread evenly (default 1: all)",
+        help="fraction of each client's requests traced, spread evenly per kind of request "
+        "(default 1: all; costs about 6 %% of latency, see doc/source/counters.rst)",
     )
 
 
@@ -62,12 +65,39 @@ def check_trace_options(args: argparse.Namespace) -> float:
     return rate
 
 
+def _counter_columns(found: dict | None) -> tuple[bool, bool]:
+    """Whether FOUND's actions traced cache operations, and LDAP calls."""
+    values = (found or {}).values()
+    return any("cache_gets_median" in c for c in values), any(
+        "ldap_calls_median" in c for c in values
+    )
+
+
 def _counter_cells(found: dict | None, name: str) -> str:
     c = (found or {}).get(name)
     if not c:
         return ""
-    return (
+    cached, ldap = _counter_columns(found)
+    cells = (
         f" {c['sql_statements_median']:>5}/{c['sql_statements_max']:<5} {c['db_ms_median']:>7.2f}"
+    )
+    if cached:
+        ratio = c.get("cache_hit_ratio")
+        hit = "-" if ratio is None else f"{ratio * 100:.0f}%"
+        cells += f" {c.get('cache_gets_median', '-'):>5}/{hit:<5}"
+    if ldap:
+        cells += f" {c.get('ldap_calls_median', '-'):>5}"
+    return cells
+
+
+def _counter_header(found: dict | None) -> str:
+    if not found:
+        return ""
+    cached, ldap = _counter_columns(found)
+    return (
+        f" {'SQL/req':>11} {'DB ms':>7}"
+        + (f" {'cache/hit':>11}" if cached else "")
+        + (f" {'LDAP':>5}" if ldap else "")
     )
 
 
@@ -89,8 +119,7 @@ def format_table(
         lines.append(f"[{i}] {wl.label()}  -- {verdict}")
         lines.append(
             f"    {'action':<24} {'p50 ms':>9} {'p95 ms':>9} {'p99 ms':>9} {'max ms':>9}"
-            f" {'ok it/s':>8} {'success':>8} {'count':>6}"
-            + (f" {'SQL/req':>11} {'DB ms':>7}" if found else "")
+            f" {'ok it/s':>8} {'success':>8} {'count':>6}" + _counter_header(found)
         )
         names = [n for n in wl.actions if n != "total"] + ["total"]
         for name in names:
@@ -131,6 +160,7 @@ def main(args: argparse.Namespace) -> int:
         deployment.validate()
         task_args = targets.identity_task_args(deployment, task_args)
     rate = check_trace_options(args)
+    options.check_history(args)
     out_dir, run_dir = rally_task.new_run_dirs(args.reports_dir)
     try:
         outcomes = _run_tasks(
@@ -141,8 +171,8 @@ def main(args: argparse.Namespace) -> int:
         # The Keystone is stopped by now; say what ran and where its reports are.
         done = getattr(exc, "outcomes", [])
         summarize_outcomes(done, out_dir)
-        if cloud is not None and any(o.cleanup_cut_short for o in done):
-            say_left_behind(rallyenv.auth_url_of(cloud))
+        if cloud is not None:
+            say_left_behind(done, rallyenv.auth_url_of(cloud), args.spec)
         raise
     finally:
         rally_task.remove_if_empty(out_dir, run_dir)  # a cloud that does not answer
@@ -150,17 +180,43 @@ def main(args: argparse.Namespace) -> int:
         record_identity(deployment, outcomes, run_dir / "keystone" / "ldap" / "slapd.log", out_dir)
     if deployment is not None:
         record_topology(deployment, run_dir / "keystone", out_dir)
-    return summarize_outcomes(outcomes, out_dir)
+    rc = summarize_outcomes(outcomes, out_dir)
+    if cloud is not None:  # a local Keystone takes whatever was left with it
+        say_left_behind(outcomes, rallyenv.auth_url_of(cloud), args.spec)
+    where = f"cloud {rallyenv.auth_url_of(cloud)}" if cloud is not None else "existing cloud"
+    options.record_history(args, "run", out_dir, deployment, where=where)
+    return rc
 
 
-def say_left_behind(auth_url: str) -> None:
-    """After a second signal on an existing cloud: what Rally's contexts may have left."""
-    print(
-        "interrupted twice: cleanup cut short. May be left in the cloud at "
-        f"{auth_url}: projects and users named rkb-* (keystone_tenants, keystone_users) "
-        "and c_rally_* (Rally's users context). keystone-bench cleanup --reuse TAG "
-        "deletes a reuse tag's; others: openstack project delete / openstack user delete."
-    )
+def cleanup_command(workload_uuids: Sequence[str], spec: str | None = None) -> str:
+    """The ``keystone-bench cleanup`` command that deletes what these workloads left."""
+    words = ["keystone-bench", "cleanup"]
+    for w in workload_uuids:
+        words += ["--workload", leftovers.short_id(w)]
+    if spec:
+        words += ["--spec", shlex.quote(str(Path(spec).resolve()))]
+    return " ".join(words)
+
+
+def say_left_behind(outcomes: Sequence[TaskOutcome], auth_url: str, spec: str | None) -> None:
+    """On an existing cloud: what tasks cut short (or killed) may have left, and its cleanup."""
+    for o in outcomes:
+        if not o.may_have_left:
+            continue
+        why = (
+            "interrupted twice: cleanup cut short"
+            if o.cleanup_cut_short
+            else f"rally task start exited {o.rally_exit} before its cleanup ended"
+            if o.rally_exit < 0
+            else "a context's cleanup failed"
+        )
+        names = ", ".join(f"{p}*" for w in o.workload_uuids for p in leftovers.prefixes(w))
+        where = "" if spec else ", the same OS_* variables set"
+        print(
+            f"{why}. May be left in the cloud at {auth_url}: users, projects, roles, groups, "
+            f"services and regions named {names} (task {o.uuid}). Delete them{where}, with: "
+            f"{cleanup_command(o.workload_uuids, spec)}"
+        )
 
 
 def record_topology(deployment: Deployment, keystone_dir: Path, out_dir: Path) -> None:
@@ -249,7 +305,7 @@ def summarize_outcomes(outcomes: Sequence[TaskOutcome], out_dir: Path) -> int:
     for o in outcomes:
         print(f"== {o.task_file} (task {o.uuid or 'not started'})")
         if o.workloads:
-            print(format_table(o.workloads, o.counters, o.interrupted))
+            print(format_table(o.workloads, o.counters, o.no_verdict))
         for label, path in (
             ("Rally HTML", o.html_report),
             ("Rally JSON", o.json_report),
@@ -257,9 +313,13 @@ def summarize_outcomes(outcomes: Sequence[TaskOutcome], out_dir: Path) -> int:
         ):
             if path is not None:
                 print(f"    {label}: {path}")
+        if o.checked_out is not None:
+            leak = "" if o.checked_out == 0 else " (a request kept its connection: a leak)"
+            said = f"Keystone DB connections checked out when the load ended: {o.checked_out}"
+            print(f"    {said}{leak}")
         if o.interrupted:
             print(f"    {o.interrupted}: the reports hold what ran until then")
-        if o.uuid is None or not o.workloads:
+        if o.uuid is None or not o.workloads or o.rally_exit < 0:  # < 0: Rally was killed
             print(f"    rally task start exited {o.rally_exit}; see {out_dir}")
             rc = max(rc, 2)
         elif not o.sla_passed:
@@ -280,3 +340,4 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--spec", default=None, help="a Rally env spec file for an existing cloud")
     parser.add_argument("--reports-dir", default="reports")
     options.add_deployment_options(parser)
+    options.add_history_option(parser)

@@ -1,7 +1,8 @@
 """The ``keystone-bench scale`` verb: how a token path's latency grows with a data size.
 
 One point per size: a fresh local Keystone, the data-size context at that
-size (tasks/data-sizes.yaml), the workload measured as ``run`` measures it,
+size (tasks/data-sizes.yaml), or for a size the Keystone host holds (its
+Fernet keys) a Keystone started with it, the workload measured as ``run`` measures it,
 the Keystone stopped. Each point's p50/p95 and setup time are printed as it
 ends; then the cost per unit of size with its interval, and whether growth
 is flat, linear or faster (verdicts/growth.py). A point that saturates (too
@@ -11,12 +12,14 @@ slow at p95, or failing) ends the sweep early, and the output says so.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 from pathlib import Path
 from typing import Any
 
 from rally_keystone_bench import boundary
 from rally_keystone_bench.deploy import venv
+from rally_keystone_bench.deploy.keystone import Deployment
 from rally_keystone_bench.driver import targets
 from rally_keystone_bench.driver import task as rally_task
 from rally_keystone_bench.errors import BenchError, Interrupted
@@ -61,18 +64,21 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument("--reports-dir", default="reports")
     options.add_deployment_options(p)
+    options.add_history_option(p)
 
 
 def main(args: argparse.Namespace) -> int:
     plan = growth.plan_sweep(args.dimension, args.values)
     deployment = options.deployment(args)
     deployment.validate()
+    point_deployment(deployment, plan.dimension, plan.values[0])  # a clash is bad input
     task = rally_task.task_file(TASK)
     limits = growth.Limits(max_p95=args.max_p95_ms / 1000)
     action = ACTIONS[args.workload]
     # Keystone's environment before the first point: a SPEC that does not
     # install is bad input, said once, before any Keystone starts.
     venv.ensure_keystone_env(deployment.keystone, progress=rally_task.progress)
+    options.check_history(args)
     out_dir, run_dir = rally_task.new_run_dirs(args.reports_dir)
     print(f"scale: {plan.describe()}; {args.workload}, {args.times} requests per point")
     sweep = Sweep(plan.dimension, action, deployment.describe())
@@ -89,7 +95,8 @@ def main(args: argparse.Namespace) -> int:
                     },
                 )
                 point_dir = run_dir / f"point-{size}"
-                with targets.prepared_env(point_dir, deployment=deployment) as env:
+                dep = point_deployment(deployment, plan.dimension, size)
+                with targets.prepared_env(point_dir, deployment=dep) as env:
                     outcome = rally_task.run_task(
                         env.home, env.name, task, task_args, out_dir / f"point-{size}"
                     )
@@ -100,7 +107,20 @@ def main(args: argparse.Namespace) -> int:
         raise
     finally:
         rally_task.remove_if_empty(out_dir, run_dir)
-    return sweep.finish(out_dir)
+    rc = sweep.finish(out_dir)
+    options.record_history(args, "scale", out_dir, deployment)
+    return rc
+
+
+def point_deployment(deployment: Deployment, dim: growth.Dimension, size: int) -> Deployment:
+    """The deployment of one point: DEPLOYMENT, plus the keystone.conf size DIM sets there."""
+    settings = dim.settings(size)
+    clash = sorted(set(settings) & set(deployment.conf))
+    if clash:
+        raise BenchError(f"--set {clash[0]}: --dimension {dim.name} sets it at each point")
+    if not settings:
+        return deployment
+    return dataclasses.replace(deployment, conf={**deployment.conf, **settings})
 
 
 class Sweep:

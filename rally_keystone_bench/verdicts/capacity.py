@@ -219,6 +219,7 @@ class Probe:
     resp_p99: float | None = None
     lag_p95: float | None = None  # how late the sends were (intended -> actual start)
     elapsed: float = 0.0
+    setup: float | None = None  # the probe's setup (users, tokens) before its load, in elapsed
     slots_full: bool = False  # every slot was seen in flight while the probe ran
     stopped_for: str | None = None  # why the probe was stopped early
     # Keystone's side of the window (its access log) and the machine (/proc)
@@ -289,7 +290,7 @@ def judge(probe: Probe, wl: Workload, settings: Settings) -> Probe:
     """Fill PROBE's figures and verdict from the probe's Rally workload."""
     probe.iterations = wl.iterations
     probe.failed = wl.failed_iterations
-    probe.throughput = wl.throughput
+    probe.throughput, probe.setup = wl.throughput, wl.setup_duration
     if wl.iterations == 0:
         probe.verdict, probe.reason = GENERATOR, "no iteration started"
         return probe

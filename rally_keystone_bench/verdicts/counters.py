@@ -4,6 +4,10 @@ A record is one trace point as the run's trace store keeps it (a dict:
 ``name`` such as ``wsgi-start`` or ``db-stop``, ``base_id``, ``trace_id``,
 ``timestamp``, and ``statement`` on ``db-start``, ``method``/``path`` on
 ``wsgi-start``). One ``base_id`` is one request our client signed.
+``cache-start`` (``cache``: its ``op`` and ``keys``), ``cache-stop``
+(``cache``: ``misses`` of a get) and ``ldap-start`` (``ldap``: Keystone's
+LDAP handler call) come from the run's own trace points inside Keystone
+(deploy/templates/keystone_bench_tracing.py.j2): Keystone traces neither.
 
 Counts are exact, so their verdict needs no statistics: the median count of
 SQL statements per request (the lower median: always a count some request
@@ -87,6 +91,10 @@ class RequestCost:
     db_seconds: float  # inside the database driver, summed over the statements
     complete: bool  # the request's wsgi-stop was recorded
     started: float | None = None  # epoch seconds of its wsgi-start
+    cache_gets: int = 0  # keys asked of the cache backend (memcached)
+    cache_misses: int = 0  # of those, keys it did not have
+    cache_sets: int = 0  # keys written to it
+    ldap_calls: tuple[str, ...] = ()  # Keystone's LDAP handler operations, in order
 
     @property
     def sql_count(self) -> int:
@@ -108,30 +116,50 @@ def request_costs(records: Iterable[Mapping[str, Any]]) -> list[RequestCost]:
         if root is None:
             continue
         method = str(root.get("method") or "").upper()
-        starts: dict[str, datetime.datetime | None] = {}
-        statements: list[str] = []
-        db = 0.0
-        for point in sorted(points, key=lambda p: str(p.get("timestamp"))):
-            name = point.get("name")
-            if name == "db-start":
-                statements.append(str(point.get("statement", "")))
-                starts[str(point.get("trace_id"))] = _time(point.get("timestamp"))
-            elif name == "db-stop":
-                began = starts.pop(str(point.get("trace_id")), None)
-                ended = _time(point.get("timestamp"))
-                if began is not None and ended is not None:
-                    db += max(0.0, (ended - began).total_seconds())
         costs.append(
             RequestCost(
                 base_id=base_id,
                 action=ACTION_BY_METHOD.get(method, f"{method} {root.get('path')}"),
-                statements=tuple(statements),
-                db_seconds=db,
                 complete=any(p.get("name") == "wsgi-stop" for p in points),
                 started=_epoch(_time(root.get("timestamp"))),
+                **_point_counts(points),
             )
         )
     return sorted(costs, key=lambda c: (c.started or 0.0, c.base_id))
+
+
+def _point_counts(points: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    """One request's SQL statements and DB time, cache keys and LDAP calls."""
+    starts: dict[str, datetime.datetime | None] = {}
+    statements: list[str] = []
+    cache = collections.Counter[str]()
+    ldap: list[str] = []
+    db = 0.0
+    for point in sorted(points, key=lambda p: str(p.get("timestamp"))):
+        name = point.get("name")
+        detail = point.get("cache") if isinstance(point.get("cache"), Mapping) else {}
+        if name == "db-start":
+            statements.append(str(point.get("statement", "")))
+            starts[str(point.get("trace_id"))] = _time(point.get("timestamp"))
+        elif name == "db-stop":
+            began = starts.pop(str(point.get("trace_id")), None)
+            ended = _time(point.get("timestamp"))
+            if began is not None and ended is not None:
+                db += max(0.0, (ended - began).total_seconds())
+        elif name == "cache-start":
+            cache[str(detail.get("op"))] += int(detail.get("keys") or 0)
+        elif name == "cache-stop":
+            cache["misses"] += int(detail.get("misses") or 0)
+        elif name == "ldap-start":
+            ldap.append(str(point.get("ldap")))
+    return {
+        "statements": tuple(statements),
+        "db_seconds": db,
+        "cache_gets": cache["get"],
+        "cache_misses": cache["misses"],
+        "cache_sets": cache["set"],
+        "ldap_calls": tuple(ldap),
+    }
 
 
 @dataclasses.dataclass(frozen=True)
@@ -143,6 +171,9 @@ class ActionCounters:
     db_seconds: tuple[float, ...]
     shape_counts: Mapping[str, float]  # shape -> its median count per request
     labels: Mapping[str, str]  # shape -> label
+    cache_gets: tuple[int, ...] = ()  # per request; empty: no cache operation traced
+    cache_misses: tuple[int, ...] = ()
+    ldap_calls: tuple[int, ...] = ()  # per request; empty: no LDAP call traced
 
     @property
     def requests(self) -> int:
@@ -160,8 +191,22 @@ class ActionCounters:
     def db_ms_median(self) -> float:
         return statistics.median(self.db_seconds) * 1000 if self.db_seconds else 0.0
 
+    @property
+    def cache_gets_median(self) -> int | None:
+        return statistics.median_low(self.cache_gets) if self.cache_gets else None
+
+    @property
+    def cache_hit_ratio(self) -> float | None:
+        """Keys found over keys asked, over every traced request (None: nothing asked)."""
+        asked = sum(self.cache_gets)
+        return (asked - sum(self.cache_misses)) / asked if asked else None
+
+    @property
+    def ldap_median(self) -> int | None:
+        return statistics.median_low(self.ldap_calls) if self.ldap_calls else None
+
     def as_dict(self) -> dict[str, Any]:
-        return {
+        doc: dict[str, Any] = {
             "action": self.action,
             "traced_requests": self.requests,
             "sql_statements_median": self.sql_median,
@@ -169,6 +214,14 @@ class ActionCounters:
             "db_ms_median": round(self.db_ms_median, 3),
             "statements": {s: n for s, n in self.shape_counts.items()},
         }
+        if self.cache_gets:
+            doc["cache_gets_median"] = self.cache_gets_median
+            ratio = self.cache_hit_ratio
+            doc["cache_hit_ratio"] = None if ratio is None else round(ratio, 4)
+        if self.ldap_calls:
+            doc["ldap_calls_median"] = self.ldap_median
+            doc["ldap_calls_max"] = max(self.ldap_calls)
+        return doc
 
     @classmethod
     def from_dict(cls, doc: Mapping[str, Any]) -> ActionCounters:
@@ -176,6 +229,10 @@ class ActionCounters:
         n = int(doc.get("traced_requests") or 0)
         shapes = {str(k): float(v) for k, v in (doc.get("statements") or {}).items()}
         median = int(doc.get("sql_statements_median") or 0)
+        gets = doc.get("cache_gets_median")
+        ratio = doc.get("cache_hit_ratio")
+        misses = round(int(gets) * (1 - float(ratio))) if gets and ratio is not None else 0
+        ldap = doc.get("ldap_calls_median")
         return cls(
             action=str(doc["action"]),
             sql_counts=tuple([median] * max(n - 1, 0) + [int(doc.get("sql_statements_max") or 0)])
@@ -184,6 +241,9 @@ class ActionCounters:
             db_seconds=tuple([float(doc.get("db_ms_median") or 0.0) / 1000] * n),
             shape_counts=shapes,
             labels={s: label(s) for s in shapes},
+            cache_gets=tuple([int(gets)] * n) if gets is not None else (),
+            cache_misses=tuple([misses] * n) if gets is not None else (),
+            ldap_calls=tuple([int(ldap)] * n) if ldap is not None else (),
         )
 
 
@@ -198,12 +258,17 @@ def by_action(costs: Sequence[RequestCost]) -> dict[str, ActionCounters]:
         per_request = [c.shapes() for c in group]
         every = sorted({s for counts in per_request for s in counts})
         medians = {s: float(statistics.median_low([c[s] for c in per_request])) for s in every}
+        cached = any(c.cache_gets or c.cache_sets for c in group)
+        ldap = any(c.ldap_calls for c in group)
         result[action] = ActionCounters(
             action=action,
             sql_counts=tuple(c.sql_count for c in group),
             db_seconds=tuple(c.db_seconds for c in group),
             shape_counts={s: n for s, n in medians.items() if n},
             labels={s: label(s) for s in every},
+            cache_gets=tuple(c.cache_gets for c in group) if cached else (),
+            cache_misses=tuple(c.cache_misses for c in group) if cached else (),
+            ldap_calls=tuple(len(c.ldap_calls) for c in group) if ldap else (),
         )
     return result
 

@@ -29,10 +29,17 @@ class Dimension:
     per: int  # the cost is quoted per this many units
     minimum: int = 0
     fixed: dict = field(default_factory=dict)  # the context's other settings
+    # A size the deployment holds, not one made through the API: KEY is then a
+    # keystone.conf setting (SECTION.OPTION) each point's Keystone starts with.
+    conf: bool = False
 
     def contexts(self, value: int) -> dict[str, dict]:
         """The Rally contexts that give one point its size."""
-        return {self.context: {**self.fixed, self.key: value}}
+        return {} if self.conf else {self.context: {**self.fixed, self.key: value}}
+
+    def settings(self, value: int) -> dict[str, str]:
+        """The keystone.conf settings that give one point its size."""
+        return {self.key: str(value)} if self.conf else {}
 
 
 DIMENSIONS = {
@@ -57,6 +64,17 @@ DIMENSIONS = {
             fixed={"regions": 1, "interfaces": 3},
         ),
         Dimension("project-depth", "keystone_project_tree", "depth", "levels of depth", 1, 1),
+        # Keys live on the Keystone host's disk: each point's Keystone starts
+        # with a repository of N keys (deploy/fernet.py); no context, no setup time.
+        Dimension(
+            "fernet-keys",
+            "",
+            "fernet_tokens.max_active_keys",
+            "active Fernet keys",
+            10,
+            minimum=2,
+            conf=True,
+        ),
     )
 }
 

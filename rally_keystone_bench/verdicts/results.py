@@ -178,6 +178,7 @@ class Workload:
     errors: list[ErrorGroup]
     source: str = ""
     iteration_intended: np.ndarray | None = None  # epoch seconds; NaN where unknown
+    setup_duration: float | None = None  # the contexts' setup, before the load (s)
 
     @property
     def iterations(self) -> int:
@@ -412,7 +413,22 @@ class _WorkloadBuilder:
             errors=errors,
             source=source,
             iteration_intended=intended,
+            setup_duration=setup_seconds(m.get("contexts_results")),
         )
+
+
+def setup_seconds(contexts_results: Any) -> float | None:
+    """From the first context's setup start to the last one's end (they run in turn)."""
+    spans = []
+    for c in contexts_results if isinstance(contexts_results, list) else []:
+        setup = c.get("setup") if isinstance(c, Mapping) else None
+        if isinstance(setup, Mapping):
+            start, end = setup.get("started_at"), setup.get("finished_at")
+            if isinstance(start, (int, float)) and isinstance(end, (int, float)):
+                spans.append((float(start), float(end)))
+    if not spans:
+        return None
+    return max(0.0, max(e for _, e in spans) - min(s for s, _ in spans))
 
 
 def _not_rally(name: str, why: str) -> BenchError:

@@ -13,7 +13,8 @@ import pytest
 
 from rally_keystone_bench.clients.admin import AdminClient
 from rally_keystone_bench.deploy import process
-from rally_keystone_bench.deploy.keystone import Deployment, LocalKeystone
+from rally_keystone_bench.deploy.deployment import Deployment
+from rally_keystone_bench.deploy.keystone import LocalKeystone
 from rally_keystone_bench.driver.rally import RallyHome, keystone_spec
 from rally_keystone_bench.driver.task import TASK_UUID_RE
 

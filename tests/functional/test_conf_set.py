@@ -9,7 +9,8 @@ from pathlib import Path
 import pytest
 
 from rally_keystone_bench.clients.tokens import TokenClient, UserAuth
-from rally_keystone_bench.deploy.keystone import Deployment, LocalKeystone
+from rally_keystone_bench.deploy.deployment import Deployment
+from rally_keystone_bench.deploy.keystone import LocalKeystone
 
 pytestmark = pytest.mark.functional
 

@@ -12,15 +12,25 @@ from __future__ import annotations
 import collections
 import json
 import os
+import re
+import signal
+import socket
 import subprocess
+import sys
+import time
+from pathlib import Path
 
 import pytest
 from _bench_helpers import ROOT, bench, live_pids, states, tiny_task
 
 from rally_keystone_bench.clients.tokens import TokenClient, UserAuth
 from rally_keystone_bench.deploy import tracing
-from rally_keystone_bench.deploy.keystone import Deployment, LocalKeystone
+from rally_keystone_bench.deploy.deployment import Deployment
+from rally_keystone_bench.deploy.keystone import LocalKeystone
 from rally_keystone_bench.verdicts import counters
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from _packages import require_package  # noqa: E402
 
 pytestmark = pytest.mark.functional
 
@@ -108,6 +118,83 @@ def test_one_more_query_per_validation_fails_the_gate_on_counters(tmp_path):
     assert not list((tmp_path / ".keystone-bench").rglob("traces"))
 
 
+def _memcached_stats(port: int) -> dict[str, int]:
+    """memcached's own counters (its ``stats`` command)."""
+    with socket.create_connection(("127.0.0.1", port), timeout=10) as conn:
+        conn.sendall(b"stats\r\n")
+        data = b""
+        while not data.endswith(b"END\r\n"):
+            data += conn.recv(65536)
+    fields = [line.split() for line in data.decode().splitlines() if line.startswith("STAT ")]
+    return {f[1]: int(f[2]) for f in fields if f[2].isdigit()}
+
+
+def test_cache_counts_match_memcacheds_own_stats_and_no_connection_is_left_out(tmp_path):
+    """Serial requests, one client: memcached's stats move only for the request in flight."""
+    require_package("memcached", "memcached")
+    dep = Deployment(workers=1, password_hash_rounds=4, trace=True, cache="memcached")
+    with LocalKeystone(dep, tmp_path) as ks:
+        with tracing.client_environment(ks.run_dir):
+            client = TokenClient(ks.auth_url)
+        auth = UserAuth.from_credential(ks.admin_credentials)
+        client.authorize(auth)
+        direct = []
+        for _ in range(3):
+            before = _memcached_stats(ks.memcached_port)
+            token = client.issue(auth).token
+            between = _memcached_stats(ks.memcached_port)
+            client.validate(token)
+            after = _memcached_stats(ks.memcached_port)
+            for a, b in ((before, between), (between, after)):
+                direct.append(tuple(b[k] - a[k] for k in ("cmd_get", "get_misses", "cmd_set")))
+        costs = counters.request_costs(tracing.read_records(ks.run_dir))[1:]  # past authorize
+        left = tracing.checked_out(ks.run_dir)
+    assert [(c.cache_gets, c.cache_misses, c.cache_sets) for c in costs] == direct
+    assert all(gets > 0 for gets, _, _ in direct)
+    assert left and set(left.values()) == {0}, left  # the worker's file, nothing checked out
+
+
+@pytest.mark.slow
+def test_ldap_calls_match_the_operations_slapd_logged(tmp_path):
+    """Pools off: each call of Keystone's LDAP handler is one operation on the wire."""
+    require_package("slapd", "slapd", "ldap-utils", "libldap2-dev", "libsasl2-dev")
+    dep = Deployment(
+        workers=1, password_hash_rounds=4, trace=True, identity="ldap", ldap_pool=False
+    )
+    with LocalKeystone(dep, tmp_path) as ks:
+        user = json.loads(ks.directory_users_path.read_text())["users"][0]
+        auth = UserAuth(username=user["name"], password=user["password"], user_domain_name="LDAP")
+        with tracing.client_environment(ks.run_dir):
+            client = TokenClient(ks.auth_url)
+        log = ks.run_dir / "ldap" / "slapd.log"
+        direct = []
+        for _ in range(3):
+            before = _slapd_operations(log)
+            assert client.issue(auth, scope="unscoped").status == 201
+            direct.append(_wait_for_more(log, before))
+        costs = counters.request_costs(tracing.read_records(ks.run_dir))
+    assert [len(c.ldap_calls) for c in costs] == direct
+    assert all(n >= 3 for n in direct)  # a bind, a search, an unbind at least
+    assert "LDAP" not in str(costs[0].ldap_calls)  # call names only: no DN, no password
+
+
+def _slapd_operations(log) -> int:
+    """Operations slapd logged: each ``conn=N op=M`` once (its request and RESULT lines)."""
+    text = log.read_text(errors="replace")
+    return len(set(re.findall(r"(conn=\d+ op=\d+) [A-Z]", text)))
+
+
+def _wait_for_more(log, before: int) -> int:
+    """The operations logged since BEFORE, once slapd's log stops growing (its writes lag)."""
+    seen, still = _slapd_operations(log), 0
+    while still < 3:
+        time.sleep(0.2)
+        now = _slapd_operations(log)
+        still = still + 1 if now == seen else 0
+        seen = now
+    return seen - before
+
+
 def _py_spy_pids(under) -> list[int]:
     """py-spy processes writing under UNDER: another xdist worker's gate may profile too."""
     out = subprocess.run(["pgrep", "-a", "-x", "py-spy"], capture_output=True, text=True).stdout
@@ -161,3 +248,61 @@ def test_the_150_ms_tree_names_the_sleep_under_the_issue_handler(tmp_path):
     # 150 ms asked; a starved worker wakes late (seen: +230 ms at load average 17)
     assert 100 <= added <= 400, top
     assert all(live_pids(s) == [] for s in states(tmp_path / ".keystone-bench"))
+
+
+@pytest.mark.slow
+def test_sigint_mid_run_keeps_the_counters_gathered_so_far(tmp_path):
+    """Ctrl-C once Rally's log shows 6 iterations done (100000 cannot end first): the
+    partial summary still has Keystone's counters for what ran. No timed assertion."""
+    task = tmp_path / "long.json"
+    task.write_text(
+        json.dumps(
+            {
+                "version": 2,
+                "title": "long",
+                "subtasks": [
+                    {
+                        "title": "issue tokens for a long time",
+                        "scenario": {"KeystoneTokens.authenticate": {"method": "password"}},
+                        "runner": {"constant": {"times": 100000, "concurrency": 1}},
+                        "contexts": {"users": {"tenants": 1, "users_per_tenant": 1}},
+                    }
+                ],
+            }
+        )
+    )
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "rally_keystone_bench.cli", "run", str(task), "--trace", "on",
+         "--password-hash-rounds", "4", "--reports-dir", "reports"],
+        cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        start_new_session=True,
+    )  # fmt: skip
+    try:
+        log = _wait_for_iterations(tmp_path / "reports", "long.rally.log", 6, proc)
+        os.killpg(proc.pid, signal.SIGINT)  # Ctrl-C: the whole foreground group
+        out, err = proc.communicate(timeout=600)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+    assert proc.returncode == 130, err[-3000:]
+    summary = json.loads((log.parent / "long-summary" / "summary.json").read_text())
+    (issue,) = summary["workloads"][0]["counters"].values()
+    assert issue["traced_requests"] >= 5 and issue["sql_statements_median"] > 10, issue
+    assert summary["keystone"]["db_connections_checked_out"] == 0
+    row = next(line for line in out.splitlines() if line.strip().startswith("keystone.issue"))
+    assert int(row.split()[-2].split("/")[0]) == issue["sql_statements_median"], row
+    assert "interrupted by SIGINT" in out
+    root = tmp_path / ".keystone-bench"
+    assert not list(root.rglob("trace-key")) and not list(root.rglob("traces"))
+    assert _py_spy_pids(tmp_path) == []
+
+
+def _wait_for_iterations(reports: Path, name: str, n: int, proc) -> Path:
+    deadline = time.monotonic() + 900  # a busy machine: starting Keystone, Rally's contexts
+    while time.monotonic() < deadline and proc.poll() is None:
+        for log in reports.glob(f"*/{name}"):
+            if log.read_text(errors="replace").count(" END: ") >= n:
+                return log
+        time.sleep(1)
+    raise AssertionError(f"the load never got to {n} iterations: {proc.poll()}")

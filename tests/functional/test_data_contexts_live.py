@@ -13,7 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from rally_keystone_bench.deploy.keystone import Deployment, LocalKeystone
+from rally_keystone_bench.deploy.deployment import Deployment
+from rally_keystone_bench.deploy.keystone import LocalKeystone
 from rally_keystone_bench.driver.rally import UUID_RE, RallyHome, keystone_spec
 
 pytestmark = pytest.mark.functional

@@ -58,7 +58,8 @@ def test_tiny_task_on_a_real_database_leaves_nothing_behind(tmp_path, options):
 
 
 def test_keystone_down_drops_the_database_restart_keeps_it(tmp_path):
-    from rally_keystone_bench.deploy.keystone import Deployment, LocalKeystone
+    from rally_keystone_bench.deploy.deployment import Deployment
+    from rally_keystone_bench.deploy.keystone import LocalKeystone
 
     ks = LocalKeystone(Deployment(db="postgresql", password_hash_rounds=4), tmp_path / "ks")
     ks.start()

@@ -15,7 +15,7 @@ from _bench_helpers import bench
 
 pytestmark = [pytest.mark.functional, pytest.mark.slow]  # two deployments, 6.5 min on 2 busy cores
 
-WORKLOADS = 8  # tasks/gate-cloud.yaml
+WORKLOADS = 11  # tasks/gate-cloud.yaml
 
 
 def test_jws_against_fernet_gets_a_verdict_per_token_path(tmp_path: Path) -> None:

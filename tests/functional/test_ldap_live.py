@@ -19,7 +19,8 @@ from rally_keystone_bench import cli
 from rally_keystone_bench.clients.auth import UserAuth
 from rally_keystone_bench.clients.tokens import TokenClient
 from rally_keystone_bench.deploy import directory, process
-from rally_keystone_bench.deploy.keystone import Deployment, LocalKeystone
+from rally_keystone_bench.deploy.deployment import Deployment
+from rally_keystone_bench.deploy.keystone import LocalKeystone
 from rally_keystone_bench.driver.rally import RallyHome, keystone_spec
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))

@@ -12,7 +12,8 @@ import pytest
 
 from rally_keystone_bench.clients.admin import AdminClient
 from rally_keystone_bench.deploy import venv
-from rally_keystone_bench.deploy.keystone import Deployment, LocalKeystone
+from rally_keystone_bench.deploy.deployment import Deployment
+from rally_keystone_bench.deploy.keystone import LocalKeystone
 
 pytestmark = [pytest.mark.functional, pytest.mark.slow]
 

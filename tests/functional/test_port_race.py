@@ -12,7 +12,8 @@ import socket
 import pytest
 
 from rally_keystone_bench.deploy import process
-from rally_keystone_bench.deploy.keystone import Deployment, LocalKeystone
+from rally_keystone_bench.deploy.deployment import Deployment
+from rally_keystone_bench.deploy.keystone import LocalKeystone
 
 pytestmark = pytest.mark.functional
 

@@ -48,3 +48,38 @@ def test_a_tiny_revocation_sweep_prints_each_point_and_the_growth(tmp_path):
     assert [p["size"] for p in doc["points"]] == [0, 30]
     assert all(p["samples"] == 20 and p["success_percent"] == 100 for p in doc["points"])
     assert doc["points"][1]["setup_seconds"] > 0
+
+
+def test_a_tiny_fernet_keys_sweep_starts_each_keystone_with_its_keys(tmp_path):
+    """Each point's Keystone holds its own number of keys; the sweep fits per 10 keys."""
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "rally_keystone_bench.cli",
+            "scale",
+            "--dimension",
+            "fernet-keys",
+            "--values",
+            "2,9",
+            "--times",
+            "10",
+            "--password-hash-rounds",
+            "4",
+            "--reports-dir",
+            str(tmp_path / "reports"),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=900,
+        cwd=tmp_path,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    held = re.findall(r"(\d+) active Fernet keys in (\S+)", proc.stderr)
+    assert [int(n) for n, _ in held] == [2, 9], proc.stderr[-3000:]
+    assert re.search(
+        r"^growth: [+-].* ms per 10 active Fernet keys \(95% interval", proc.stdout, re.M
+    )
+    doc = json.loads(next((tmp_path / "reports").glob("*/scale.json")).read_text())
+    assert [p["size"] for p in doc["points"]] == [2, 9]
+    assert all(p["samples"] == 10 and p["setup_seconds"] is None for p in doc["points"])

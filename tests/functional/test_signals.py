@@ -23,8 +23,10 @@ import pytest
 from rally_keystone_bench.deploy import process
 from rally_keystone_bench.verdicts import results
 
-# serial: each exit must come within a bound of wall clock after the signal.
-pytestmark = [pytest.mark.functional, pytest.mark.serial]
+# Not serial: the bounds below are wall clock, but generous ones (an exit within
+# 120 s that takes 8.5 s idle and at most 83 s measured at load 10; a gate's exit
+# within 60 s), so they hold beside the other xdist worker's load (load 2 to 4).
+pytestmark = [pytest.mark.functional]
 
 WAIT_FOR_LOAD_S = 900  # a busy 2-core machine: installing nothing, starting Keystone
 # From the signal to the exit: Rally's runner stops (it polls every 2 s), the

@@ -118,7 +118,8 @@ def test_two_nodes_behind_haproxy_share_keys_and_survive_losing_one(tmp_path):
     """
     require("haproxy", "haproxy")
     from rally_keystone_bench.deploy import balancer, process
-    from rally_keystone_bench.deploy.keystone import Deployment, LocalKeystone
+    from rally_keystone_bench.deploy.deployment import Deployment
+    from rally_keystone_bench.deploy.keystone import LocalKeystone
 
     dep = Deployment(nodes=2, db="postgresql", password_hash_rounds=4)
     ks = LocalKeystone(dep, tmp_path / "ks")

@@ -34,7 +34,8 @@ from pathlib import Path
 import pytest
 
 from rally_keystone_bench.clients.admin import AdminClient
-from rally_keystone_bench.deploy.keystone import Deployment, LocalKeystone
+from rally_keystone_bench.deploy.deployment import Deployment
+from rally_keystone_bench.deploy.keystone import LocalKeystone
 from rally_keystone_bench.driver import task as rally_task
 from rally_keystone_bench.driver.rally import RallyHome, keystone_spec
 from rally_keystone_bench.verdicts import results

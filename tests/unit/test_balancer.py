@@ -6,7 +6,7 @@ import pytest
 
 from rally_keystone_bench import cli
 from rally_keystone_bench.deploy import balancer, nginx
-from rally_keystone_bench.deploy.keystone import Deployment
+from rally_keystone_bench.deploy.deployment import Deployment
 
 
 @pytest.fixture(autouse=True)

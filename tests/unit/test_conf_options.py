@@ -13,7 +13,7 @@ import pytest
 
 from rally_keystone_bench import cli
 from rally_keystone_bench.deploy import conf_options, jws
-from rally_keystone_bench.deploy.keystone import Deployment
+from rally_keystone_bench.deploy.deployment import Deployment
 from rally_keystone_bench.errors import BenchError
 from rally_keystone_bench.verbs import gate
 

@@ -13,7 +13,8 @@ from _packages import require_package
 
 from rally_keystone_bench import cli
 from rally_keystone_bench.deploy import directory
-from rally_keystone_bench.deploy.keystone import Deployment, LocalKeystone
+from rally_keystone_bench.deploy.deployment import Deployment
+from rally_keystone_bench.deploy.keystone import LocalKeystone
 from rally_keystone_bench.errors import BenchError
 
 
@@ -98,10 +99,10 @@ def test_keystone_conf_enables_domain_configs_and_env_gets_the_ldap_extra(tmp_pa
     conf = ks._render_config()
     assert "domain_specific_drivers_enabled = true" in conf
     assert f"domain_config_dir = {ks.domain_config_dir}" in conf
-    assert {"python-ldap", "ldappool", "six"} <= set(ks._extra_packages())
+    assert {"python-ldap", "ldappool", "six"} <= set(ks.deployment.extra_packages())
     sql = LocalKeystone(Deployment(), tmp_path)
     assert "domain_specific" not in sql._render_config()
-    assert "python-ldap" not in sql._extra_packages()
+    assert "python-ldap" not in sql.deployment.extra_packages()
 
 
 def test_domain_config_file_is_private(tmp_path):

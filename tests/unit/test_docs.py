@@ -74,7 +74,7 @@ def test_plugin_reference_has_every_plugin_and_its_schema():
 def test_deployment_reference_has_every_field_and_shipped_file():
     import dataclasses
 
-    from rally_keystone_bench.deploy.keystone import Deployment
+    from rally_keystone_bench.deploy.deployment import Deployment
 
     text = reference.deployments_rst()
     for field in dataclasses.fields(Deployment):

@@ -26,7 +26,7 @@ def test_the_default_task_is_the_clouds_and_the_quick_one_stays_by_name() -> Non
     cloud, quick = _render(gate.CLOUD_TASK), _render("tasks/gate.yaml")
     assert len(quick["subtasks"]) == 2
     titles = [s["title"] for s in cloud["subtasks"]]
-    assert len(titles) == len(set(titles)) == 8  # a verdict per workload title
+    assert len(titles) == len(set(titles)) == 11  # a verdict per workload title
     seen = {
         (args["action"], args.get("path"), args.get("method", "-"), args.get("include_catalog"))
         for s in cloud["subtasks"]
@@ -34,9 +34,25 @@ def test_the_default_task_is_the_clouds_and_the_quick_one_stays_by_name() -> Non
     }
     assert {p for _, p, _, _ in seen} == set(paired.PATHS)
     assert ("validate", "password", "HEAD", None) in seen
-    # 8 workloads of 18 s: the stated 2.4 minutes of load per round
+    assert ("validate", "trust", "GET", False) in seen
+    # 11 workloads of 18 s: the stated 3.3 minutes of load per round
     durations = [s["runner"]["constant_for_duration"]["duration"] for s in cloud["subtasks"]]
-    assert sum(durations) == 144
+    assert sum(durations) == 198
+
+
+def test_the_cloud_task_lists_totp_in_both_sides_auth_methods_unless_a_side_says_otherwise():
+    """Without it Keystone refuses the password + TOTP path; a side's own setting wins."""
+    args = cli.build_parser().parse_args(
+        ["gate", "--baseline", "keystone", "--candidate", "keystone"]
+        + ["--candidate-option", "auth.methods=password,token"]
+    )
+    deps, _ = gate.side_deployments(args)
+    assert deps["baseline"].conf["auth.methods"].split(",")[-1] == "totp"
+    assert deps["candidate"].conf["auth.methods"] == "password,token"
+    quick = cli.build_parser().parse_args(
+        ["gate", "--baseline", "keystone", "--candidate", "keystone", "--task", "tasks/gate.yaml"]
+    )
+    assert "auth.methods" not in gate.side_deployments(quick)[0]["baseline"].conf
 
 
 class _Recorder:

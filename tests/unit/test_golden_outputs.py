@@ -134,6 +134,7 @@ def test_capacity(tmp_path):
     for i, (rate, verdict) in enumerate([(100, SLOPE), (50, OK), (75, GENERATOR)], 1):
         p = Probe(i, "search", rate, verdict=verdict, reason="r", planned=10, iterations=10)
         p.sent_rate, p.p50, p.p95, p.p99 = rate * 0.99, 0.02 * i, 0.03 * i, 0.04 * i
+        p.setup, p.elapsed = 1.5 * i, 40.0 + i
         probes.append(p)
     for role, rate, verdict in (("confirm N", 50, OK), ("confirm N+1", 51, SLOPE)):
         p = Probe(len(probes) + 1, role, rate, verdict=verdict, planned=10, iterations=10)

@@ -32,6 +32,7 @@ def test_run_existing_cloud_interrupted_twice_says_what_may_be_left(tmp_path, mo
         monkeypatch.setenv(k, v)
     cut = TaskOutcome(Path("t.yaml"), "u", 0, workloads=[workload()], interrupted_by=2)
     cut.cleanup_cut_short = True
+    cut.workload_uuids = ["1a2b3c4d-0000-4000-8000-000000000001"]
 
     def interrupted_twice(*args, **kwargs):
         exc = Interrupted(2)
@@ -43,5 +44,32 @@ def test_run_existing_cloud_interrupted_twice_says_what_may_be_left(tmp_path, mo
     out, err = capsys.readouterr()
     assert "SLA passed" not in out
     assert "interrupted twice: cleanup cut short" in out
-    assert "rkb-*" in out and "c_rally_*" in out and "keystone-bench cleanup" in out
+    assert "rkb-1a2b3c4d-*" in out and "c_rally_1a2b3c4d_*" in out
+    assert "keystone-bench cleanup --workload 1a2b3c4d" in out
+    assert "openstack" not in out  # our own verb, not the client's delete commands
     assert err.strip().splitlines()[-1] == "keystone-bench: interrupted by SIGINT"
+
+
+def test_a_task_that_started_no_workload_leaves_nothing_to_say(capsys):
+    cut = TaskOutcome(Path("t.yaml"), None, -9, cleanup_cut_short=True)
+    run.say_left_behind([cut], "http://127.0.0.1:5000/v3", None)
+    assert capsys.readouterr().out == ""
+
+
+def test_a_killed_rally_names_the_cleanup_with_the_spec(capsys, tmp_path):
+    killed = TaskOutcome(Path("t.yaml"), "u", -9, workload_uuids=["abcdef01-2", "12345678-9"])
+    spec = tmp_path / "env spec.yaml"
+    run.say_left_behind([killed], "http://127.0.0.1:5000/v3", str(spec))
+    out = capsys.readouterr().out
+    assert out.startswith("rally task start exited -9 before its cleanup ended")
+    assert out.rstrip().endswith(
+        f"keystone-bench cleanup --workload abcdef01 --workload 12345678 --spec '{spec}'"
+    )
+
+
+def test_a_killed_rally_gets_no_sla_verdict():
+    killed = TaskOutcome(Path("t.yaml"), "u", -9, workloads=[workload()])
+    assert not killed.sla_passed
+    table = run.format_table(killed.workloads, interrupted=killed.no_verdict)
+    assert "SLA passed" not in table and "rally task start exited -9: no SLA verdict" in table
+    assert TaskOutcome(Path("t.yaml"), "u", 0, workloads=[workload()]).sla_passed

@@ -8,7 +8,7 @@ import pytest
 
 from rally_keystone_bench import cli
 from rally_keystone_bench.deploy import directory
-from rally_keystone_bench.deploy.keystone import Deployment
+from rally_keystone_bench.deploy.deployment import Deployment
 from rally_keystone_bench.errors import BenchError
 from rally_keystone_bench.report import matrix as matrix_report
 from rally_keystone_bench.verbs import matrix
@@ -115,7 +115,7 @@ def test_a_deployment_that_fails_loses_no_other_results(tmp_path, monkeypatch, c
     task = tmp_path / "t.json"
     task.write_text("{}")
     monkeypatch.chdir(tmp_path)
-    monkeypatch.setattr(targets, "build_envs", lambda deps, root: None)
+    monkeypatch.setattr(targets, "build_envs", lambda deps: None)
 
     @contextlib.contextmanager
     def prepared_env(run_dir, deployment):
@@ -185,7 +185,7 @@ def test_yaml_on_off_and_true_become_pool_and_tls_booleans():
 
 
 def test_an_ldap_deployment_passes_its_domain_to_the_task():
-    from rally_keystone_bench.deploy.keystone import Deployment
+    from rally_keystone_bench.deploy.deployment import Deployment
     from rally_keystone_bench.driver import targets
 
     ldap = Deployment(identity="ldap")

@@ -8,7 +8,8 @@ import pytest
 
 from rally_keystone_bench import cli
 from rally_keystone_bench.deploy import nginx, servers
-from rally_keystone_bench.deploy.keystone import Deployment, LocalKeystone
+from rally_keystone_bench.deploy.deployment import Deployment
+from rally_keystone_bench.deploy.keystone import LocalKeystone
 from rally_keystone_bench.errors import BenchError
 
 

@@ -106,7 +106,16 @@ FILE = "INPUT"  # replaced by the generated file's path
 words = st.one_of(
     numbers,
     st.sampled_from(
-        [FILE, "nosuch.json", ".", "tasks/t.yaml", "12345678-1234-1234-1234-123456789012"]
+        [
+            FILE,
+            "nosuch.json",
+            ".",
+            "tasks/t.yaml",
+            "12345678-1234-1234-1234-123456789012",
+            "4a88fea2",
+            "1e12",
+            "--force",
+        ]
     ),
     st.text(alphabet=st.characters(codec="utf-8", exclude_characters="\x00"), max_size=6),
 )
@@ -121,11 +130,11 @@ VERBS = {
     "report": ["--out"],
     "compare": ["--threshold", "--alpha", "--max-failure-increase", "--json", "--html", "--junit"],
     "capacity": ["--scenario", "--low", "--high", "--window", "--warmup", "--precision",
-                 "--max-slope", "--target", "--spec", "--mock-workers"],
+                 "--max-slope", "--target", "--spec", "--mock-workers", "--engine", "--force"],
     "matrix": ["--deployments", "--task", "--task-args", "--repeat"],
     "gate": ["--baseline", "--candidate", "--task", "--rounds", "--threshold", "--alpha",
              "--candidate-option"],
-    "cleanup": ["--reuse", "--spec", "--run-dir"],
+    "cleanup": ["--reuse", "--workload", "--spec", "--run-dir"],
 }  # fmt: skip
 
 

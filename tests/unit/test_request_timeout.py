@@ -4,7 +4,7 @@ import pytest
 
 from rally_keystone_bench import cli
 from rally_keystone_bench.deploy import servers
-from rally_keystone_bench.deploy.keystone import Deployment
+from rally_keystone_bench.deploy.deployment import Deployment
 from rally_keystone_bench.errors import BenchError
 
 

@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 from rally_keystone_bench import cli
+from rally_keystone_bench.deploy.keystone import Deployment
 from rally_keystone_bench.verbs import scale
 from rally_keystone_bench.verdicts import growth
 
@@ -26,6 +27,12 @@ from rally_keystone_bench.verdicts import growth
             ["--dimension", "revocation-events", "--values", "0,1", "--keystone", "/nowhere/ks"],
             "Keystone checkout /nowhere/ks does not exist",
         ),
+        (["--dimension", "fernet-keys", "--values", "1,10"], "fernet-keys starts at 2, not 1"),
+        (
+            ["--dimension", "fernet-keys", "--values", "3,10"]
+            + ["--set", "fernet_tokens.max_active_keys=5"],
+            "--set fernet_tokens.max_active_keys: --dimension fernet-keys sets it at each point",
+        ),
     ],
 )
 def test_bad_input_is_one_line_and_exit_2_before_any_load(capsys, tmp_path, argv, reason):
@@ -35,6 +42,19 @@ def test_bad_input_is_one_line_and_exit_2_before_any_load(capsys, tmp_path, argv
     assert "Traceback" not in err and len(err.strip().splitlines()) == 1, err
     assert reason in err
     assert not (tmp_path / "reports").exists() or not any((tmp_path / "reports").iterdir())
+
+
+def test_a_fernet_keys_point_starts_its_keystone_with_that_many_keys():
+    """The swept size is a keystone.conf setting of the point's deployment, next to
+    the user's own --set, and no data-size context is added to the task."""
+    dim = growth.DIMENSIONS["fernet-keys"]
+    base = Deployment(conf={"token.expiration": "7200"})
+    dep = scale.point_deployment(base, dim, 50)
+    assert dep.conf == {"token.expiration": "7200", "fernet_tokens.max_active_keys": "50"}
+    assert base.conf == {"token.expiration": "7200"}  # each point starts from the same base
+    assert dim.contexts(50) == {}
+    roles = growth.DIMENSIONS["roles-per-user"]
+    assert scale.point_deployment(base, roles, 5) is base
 
 
 def outcome(latencies, failed=0, json_report=None):

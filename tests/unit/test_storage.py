@@ -7,7 +7,8 @@ from pathlib import Path
 import pytest
 
 from rally_keystone_bench.deploy import storage
-from rally_keystone_bench.deploy.keystone import Deployment, LocalKeystone
+from rally_keystone_bench.deploy.deployment import Deployment
+from rally_keystone_bench.deploy.keystone import LocalKeystone
 from rally_keystone_bench.errors import BenchError
 
 

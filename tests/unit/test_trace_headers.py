@@ -61,3 +61,11 @@ def test_run_key_is_private_and_removed(tmp_path):
     assert deploy_tracing.remove(tmp_path, conf)
     assert not key.exists() and not deploy_tracing.store_path(tmp_path).exists()
     assert secret not in conf.read_text()
+
+
+def test_the_sample_is_spread_per_request_kind():
+    """A client alternating issue and validate: every fourth of each, not every second issue."""
+    quarter = tracing.Sampler("k", 0.25)
+    picked = [(verb, bool(quarter.headers(verb))) for _ in range(8) for verb in ("POST", "GET")]
+    assert sum(p for v, p in picked if v == "POST") == 2
+    assert sum(p for v, p in picked if v == "GET") == 2

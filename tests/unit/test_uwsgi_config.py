@@ -16,8 +16,9 @@ import types
 
 import pytest
 
-from rally_keystone_bench.deploy import keystone as K
-from rally_keystone_bench.deploy import servers
+from rally_keystone_bench.deploy import bootstrap, servers
+from rally_keystone_bench.deploy.deployment import Deployment
+from rally_keystone_bench.deploy.keystone import LocalKeystone
 
 
 def _load_hook(tmp_path, monkeypatch, app):
@@ -78,7 +79,7 @@ def _call(app):
 
 
 def test_ini_imports_the_hook_before_serving_keystone_through_the_router(tmp_path):
-    ks = K.LocalKeystone(K.Deployment(port=45679), tmp_path)
+    ks = LocalKeystone(Deployment(port=45679), tmp_path)
     ks.venv = tmp_path
     ini = servers.uwsgi_config(ks.site()).splitlines()
     assert "http = 127.0.0.1:45679" in ini
@@ -144,7 +145,7 @@ def facade(tmp_path):
     from oslo_db.sqlalchemy import enginefacade
 
     db = tmp_path / "k.db"
-    K._sqlite_wal(db)
+    bootstrap.sqlite_wal(db)
     facade = enginefacade.transaction_context()
     facade.configure(connection=f"sqlite:///{db}?timeout=30")
     yield facade, db

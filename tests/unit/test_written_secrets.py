@@ -4,7 +4,8 @@ import json
 import stat
 
 from rally_keystone_bench import cli
-from rally_keystone_bench.deploy.keystone import Deployment, LocalKeystone
+from rally_keystone_bench.deploy.deployment import Deployment
+from rally_keystone_bench.deploy.keystone import LocalKeystone
 from rally_keystone_bench.report.redact import redact
 from rally_keystone_bench.verbs import load
 

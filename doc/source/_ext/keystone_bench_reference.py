@@ -186,13 +186,13 @@ def deployments_rst() -> str:
     """reference/deployments.rst: Deployment's fields and the shipped deployment files."""
     import yaml
 
-    from rally_keystone_bench.deploy.keystone import Deployment
+    from rally_keystone_bench.deploy.deployment import Deployment
 
     out = [
-        ".. This file is generated from deploy.keystone.Deployment and deployments/*.yaml.\n",
+        ".. This file is generated from deploy.deployment.Deployment and deployments/*.yaml.\n",
         _title("Deployment settings and files", "=", over=True),
         "A deployment file (``keystone-bench matrix --deployments FILE``) maps a name "
-        "to these fields of ``rally_keystone_bench.deploy.keystone.Deployment``; "
+        "to these fields of ``rally_keystone_bench.deploy.deployment.Deployment``; "
         "any other key exits 2 naming it.\n",
     ]
     defaults = Deployment()

@@ -74,6 +74,7 @@ class LoadSettings:
     seed: int = 0
     timeout: float = 60.0  # per request
     stop_when_degraded: bool = False
+    force: bool = False  # a rate above the measured ceiling is tried anyway
 
     @property
     def total_workers(self) -> int:
@@ -134,10 +135,11 @@ def check_size(s: LoadSettings) -> None:
     """BenchError when the rate or the count asked is beyond what the generators hold."""
     hosts = 1 + s.expect_workers  # this host's workers, and at most one host per remote one
     ceiling = HOST_CEILING_RPS * hosts
-    if s.rate > ceiling:
+    if s.rate > ceiling and not s.force:
         raise BenchError(
             f"--rate {s.rate:g} is above what {hosts} load host(s) send "
-            f"({HOST_CEILING_RPS} requests/s each, measured): add --expect-workers or lower it"
+            f"({HOST_CEILING_RPS} requests/s each, measured): add --expect-workers or lower "
+            "it, or add --force to try anyway"
         )
     planned = s.rate * (s.duration + s.warmup)
     if planned > MAX_PLANNED_REQUESTS:
@@ -280,6 +282,13 @@ def _stop(proc: subprocess.Popen, grace: float = 10.0) -> None:
             proc.wait()
 
 
+def _signal_name(exc: BaseException) -> str:
+    try:
+        return signal.Signals(getattr(exc, "signum", signal.SIGINT)).name
+    except ValueError:
+        return "interrupted"
+
+
 def run_load(
     s: LoadSettings,
     admin_credential: Mapping[str, Any],
@@ -308,34 +317,15 @@ def run_load(
     logs = [master_log]
     t0 = time.monotonic()
     try:
-        with open(master_log, "wb") as log:
-            master = subprocess.Popen(
-                [*(master_prefix or []), *master_command(s, host, port, out_dir)],
-                env=env,
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                stdin=subprocess.DEVNULL,
-                start_new_session=True,
-            )
+        master_argv = [*(master_prefix or []), *master_command(s, host, port, out_dir)]
+        master = _spawn(master_argv, env, master_log)
         procs.append(master)
         worker_env = {k: v for k, v in os.environ.items() if not k.startswith("OS_")}
         for i in range(s.workers):
             path = out_dir / f"worker-{i}.log"
             logs.append(path)
-            with open(path, "wb") as log:
-                procs.append(
-                    subprocess.Popen(
-                        [
-                            *(worker_prefixes[i] if worker_prefixes else []),
-                            *worker_command(host, port),
-                        ],
-                        env=worker_env,
-                        stdout=log,
-                        stderr=subprocess.STDOUT,
-                        stdin=subprocess.DEVNULL,
-                        start_new_session=True,
-                    )
-                )
+            prefix = worker_prefixes[i] if worker_prefixes else []
+            procs.append(_spawn([*prefix, *worker_command(host, port)], worker_env, path))
         where = f"{host}:{port}"
         say(
             f"Locust master on {where}: {s.workers} local worker(s)"
@@ -350,24 +340,9 @@ def run_load(
                 f"the Locust master ran past {limit:.0f} s; see {master_log}"
             ) from None
     except KeyboardInterrupt as exc:
-        # SIGUSR1: the master stops the workers, collects and writes what they
-        # sent, deletes what it made, and quits; SIGTERM only after INTERRUPT_GRACE_S.
-        if procs and procs[0].poll() is None:
-            with contextlib.suppress(ProcessLookupError):
-                procs[0].send_signal(signal.SIGUSR1)
-            with contextlib.suppress(subprocess.TimeoutExpired):
-                procs[0].wait(timeout=INTERRUPT_GRACE_S)
-        for proc in procs:
-            _stop(proc, grace=60.0)
+        _stop_interrupted(procs, exc, say)
         if (out_dir / "run.json").exists():
-            exc.result = LoadResult(  # type: ignore[attr-defined]
-                out_dir / "locust-report.json",
-                out_dir / "samples.json",
-                json.loads((out_dir / "run.json").read_text()),
-                out_dir,
-                time.monotonic() - t0,
-                logs,
-            )
+            exc.result = _result(out_dir, time.monotonic() - t0, logs)  # type: ignore[attr-defined]
         raise
     finally:
         for proc in procs[1:]:
@@ -375,19 +350,61 @@ def run_load(
         for proc in procs[:1]:
             _stop(proc, grace=60.0)
     elapsed = time.monotonic() - t0
-    run_json = out_dir / "run.json"
-    if not run_json.exists():
-        text = master_log.read_text(errors="replace")
-        if "Gave up waiting for workers" in text:
-            joined = [int(m) for m in _JOINED_RE.findall(text)]
-            raise BenchError(
-                f"{max(joined, default=0)} of {s.total_workers} worker(s) joined the master "
-                f"on {host}:{port} within --expect-timeout {s.expect_timeout:g} s; "
-                "no load was sent, no user was made"
-            )
-        tail = [ln for ln in text.strip().splitlines() if ln.strip()][-1:]
-        raise BenchError(f"the Locust master ended without a result: {' '.join(tail)[:300]}")
-    meta = json.loads(run_json.read_text())
+    if not (out_dir / "run.json").exists():
+        raise _no_result(master_log.read_text(errors="replace"), s, f"{host}:{port}")
+    return _result(out_dir, elapsed, logs)
+
+
+def _spawn(argv: list[str], env: Mapping[str, str], log_path: Path) -> subprocess.Popen:
+    """ARGV in a session of its own, its output in LOG_PATH."""
+    with open(log_path, "wb") as log:
+        return subprocess.Popen(
+            argv,
+            env=env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            start_new_session=True,
+        )
+
+
+def _stop_interrupted(
+    procs: list[subprocess.Popen], exc: BaseException, say: Callable[[str], None]
+) -> None:
+    """Stop an interrupted run: the master (PROCS[0]) first gets to write what it has.
+
+    SIGUSR1: the master stops the workers, collects and writes what they
+    sent, deletes what it made, and quits; SIGTERM only after INTERRUPT_GRACE_S.
+    """
+    if procs and procs[0].poll() is None:
+        say(
+            f"{_signal_name(exc)}: stopping the load; the Locust master collects and "
+            f"writes what was sent (at most {INTERRUPT_GRACE_S:g} s)"
+        )
+        with contextlib.suppress(ProcessLookupError):
+            procs[0].send_signal(signal.SIGUSR1)
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            procs[0].wait(timeout=INTERRUPT_GRACE_S)
+    for proc in procs:
+        _stop(proc, grace=60.0)
+
+
+def _result(out_dir: Path, elapsed: float, logs: list[Path]) -> LoadResult:
+    """The run the master wrote in OUT_DIR (run.json, the report, the samples)."""
+    meta = json.loads((out_dir / "run.json").read_text())
     return LoadResult(
         out_dir / "locust-report.json", out_dir / "samples.json", meta, out_dir, elapsed, logs
     )
+
+
+def _no_result(master_log: str, s: LoadSettings, where: str) -> BenchError:
+    """Why the master, whose log is MASTER_LOG, ended without writing run.json."""
+    if "Gave up waiting for workers" in master_log:
+        joined = [int(m) for m in _JOINED_RE.findall(master_log)]
+        return BenchError(
+            f"{max(joined, default=0)} of {s.total_workers} worker(s) joined the master "
+            f"on {where} within --expect-timeout {s.expect_timeout:g} s; "
+            "no load was sent, no user was made"
+        )
+    tail = [ln for ln in master_log.strip().splitlines() if ln.strip()][-1:]
+    return BenchError(f"the Locust master ended without a result: {' '.join(tail)[:300]}")

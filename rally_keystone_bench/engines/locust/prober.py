@@ -135,6 +135,8 @@ class LocustProber:
             probe.elapsed = (time.monotonic() - t0) if i == len(rates) - 1 else 0.0
             out.append(probe)
             self._said(probe)
+        if out:  # the ramp's setup (users, tokens), like its time, goes on its last row
+            out[-1].setup = results.load(result.report)[0].setup_duration
         return out
 
     def _said(self, probe: capacity.Probe) -> None:

@@ -213,31 +213,24 @@ def rally_report(
     env_name: str = "locust",
     load_window: tuple[float, float] | None = None,
     full_duration: float | None = None,
+    setup: tuple[float, float] | None = None,
 ) -> dict[str, Any]:
     """A Rally JSON report (format 1.2) with one workload of these samples.
 
     ``sla_results`` are criteria as Rally writes them ({criterion, success,
     detail}); the workload passes when all of them do. ``load_window`` is
     (first send, last answer) when known, else taken from the samples.
+    ``setup`` is (start, end) of making the users and their tokens, written
+    as Rally writes a context's setup.
     """
-    from rally_keystone_bench import __name__ as pkg
-
     name, args = SCENARIOS[scenario]
     data = iterations(samples)
     now = dt.datetime.now(dt.timezone.utc).timestamp()
-    if data:
-        first = min(it["timestamp"] for it in data)
-        last = max(it["timestamp"] + it["duration"] for it in data)
-    else:
-        first = last = now
-    if load_window is not None:
-        first, last = load_window
+    first, last = load_window if load_window is not None else _window(data, now)
     load = max(0.0, last - first)
     durations = [it["duration"] for it in data]
     failed = sum(1 for it in data if it["error"])
     passed = all(c.get("success", True) for c in sla_results)
-    task_uuid = str(uuid_mod.uuid4())
-    subtask_uuid = str(uuid_mod.uuid4())
     created, updated = _iso(first), _iso(max(last, first))
     workload = {
         "uuid": str(uuid_mod.uuid4()),
@@ -257,12 +250,32 @@ def rally_report(
         "created_at": created,
         "updated_at": updated,
         "contexts": dict(contexts or {}),
-        "contexts_results": [],
+        "contexts_results": [_context_result(contexts, setup)] if setup else [],
         "position": 0,
         "pass_sla": passed,
         "sla_results": {"sla": [dict(c) for c in sla_results]},
         "sla": {c["criterion"]: {} for c in sla_results},
     }
+    return _one_task_report(workload, scenario, title, description, env_name, now)
+
+
+def _window(data: Sequence[Mapping[str, Any]], now: float) -> tuple[float, float]:
+    """(first send, last answer) of the iterations; (NOW, NOW) without any."""
+    if not data:
+        return now, now
+    first = min(it["timestamp"] for it in data)
+    last = max(it["timestamp"] + it["duration"] for it in data)
+    return first, last
+
+
+def _one_task_report(
+    workload: dict[str, Any], scenario: str, title: str, description: str, env_name: str, now: float
+) -> dict[str, Any]:
+    """Rally's report around WORKLOAD: one task of one subtask, generated at NOW."""
+    from rally_keystone_bench import __name__ as pkg
+
+    created, updated = workload["created_at"], workload["updated_at"]
+    passed = workload["pass_sla"]
     return {
         "info": {
             "rally_version": "n/a",
@@ -272,7 +285,7 @@ def rally_report(
         },
         "tasks": [
             {
-                "uuid": task_uuid,
+                "uuid": str(uuid_mod.uuid4()),
                 "title": title or f"{scenario} on the Locust engine",
                 "description": description,
                 "status": "finished",
@@ -284,7 +297,7 @@ def rally_report(
                 "pass_sla": passed,
                 "subtasks": [
                     {
-                        "uuid": subtask_uuid,
+                        "uuid": str(uuid_mod.uuid4()),
                         "title": title or scenario,
                         "description": "",
                         "status": "finished",
@@ -324,3 +337,18 @@ def complete_sla(lost: Sequence[str], expected: int, received: int) -> dict[str,
 
 def finite(value: float) -> bool:
     return isinstance(value, float | int) and math.isfinite(value)
+
+
+def _context_result(contexts: Mapping[str, Any] | None, setup: tuple[float, float]) -> dict:
+    """The load's users and tokens as Rally reports a context: its setup's start and end."""
+    return {
+        "plugin_name": "keystone_users@locust",
+        "plugin_cfg": dict((contexts or {}).get("keystone_users") or {}),
+        "setup": {
+            "started_at": setup[0],
+            "finished_at": setup[1],
+            "atomic_actions": [],
+            "error": None,
+        },
+        "cleanup": {"started_at": None, "finished_at": None, "atomic_actions": [], "error": None},
+    }

@@ -13,6 +13,7 @@ from rally_openstack.common import credential as os_credential
 
 from rally_keystone_bench.clients import admin as _admin
 from rally_keystone_bench.clients.retry import RetryStats
+from rally_keystone_bench.plugins.contexts import leftovers
 
 LOG = logging.getLogger(__name__)
 
@@ -138,9 +139,8 @@ class BenchContext(rally_context.Context):
 
     def run_prefix(self) -> str:
         """'rkb-<8 chars of the workload id>-': names nothing else can carry."""
-        owner = self.context.get("owner_id") or self.task_uuid() or ""
-        short = owner.replace("-", "")[:8] or secrets.token_hex(4)
-        return f"rkb-{short}-"
+        owner = self.context.get("owner_id") or self.task_uuid() or secrets.token_hex(4)
+        return leftovers.run_prefix(owner)  # what keystone-bench cleanup --workload finds
 
     def abort_watch(self) -> _admin.AbortWatch:
         return _admin.AbortWatch(self.task_uuid())

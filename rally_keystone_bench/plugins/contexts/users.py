@@ -352,46 +352,13 @@ class KeystoneUsers(_base.BenchContext):
         if tag:
             self.kept = True
             self.state = reuse.load_state(tag, admin_cred["auth_url"])
-            for p in projects:
-                prefix = p["name"] + "-u"
-                for u in admin.list_prefixed("users", prefix, self.domain_id):
-                    found[u["name"]] = u
+            found = self._tagged_users(admin, projects)
             description = _base.reuse_description(tag)
         else:
             description = f"rally-keystone-bench task {self.task_uuid()}"
         known = self.state["users"] if self.state else {}
-
-        plan: list[tuple[str, dict, str | None]] = []  # (name, project, action)
-        for p in projects:
-            for j in range(self.config["users_per_tenant"]):
-                name = _base.user_name(p["name"], j)
-                if name not in found:
-                    plan.append((name, p, "create"))
-                elif not _base.owned_by_tag(found[name], tag):
-                    raise self._fail(
-                        f"user {name} exists but is not marked as reuse tag {tag!r}'s; "
-                        "it is left alone: choose another tag"
-                    )
-                elif found[name]["id"] in known:
-                    plan.append((name, p, "reuse"))
-                else:
-                    plan.append((name, p, "reset"))
-
-        def make_credential(name: str, password: str, project: dict) -> Any:
-            return os_credential.OpenStackCredential(
-                auth_url=admin_cred["auth_url"],
-                username=name,
-                password=password,
-                tenant_name=project["name"],
-                permission=os_consts.EndpointPermission.USER,
-                project_domain_name=domain_names[project_domain],
-                user_domain_name=domain_names[self.domain_id],
-                endpoint_type=admin_cred["endpoint_type"],
-                https_insecure=admin_cred["https_insecure"],
-                https_cacert=admin_cred["https_cacert"],
-                region_name=admin_cred["region_name"],
-                api_info=admin_cred["api_info"],
-            )
+        plan = self._plan(projects, found, known, tag)
+        domains = (domain_names[project_domain], domain_names[self.domain_id])
 
         def grant_all(user_id: str, name: str, project: dict, have=frozenset()) -> None:
             for role, role_id in role_ids.items():
@@ -411,22 +378,7 @@ class KeystoneUsers(_base.BenchContext):
             else:
                 password = secrets.token_urlsafe(18)
                 if action == "create":
-                    try:
-                        record = admin.create(
-                            "users",
-                            name,
-                            {
-                                "password": password,
-                                "default_project_id": project["id"],
-                                "description": description,
-                            },
-                            self.domain_id,
-                        )
-                    except Exception:
-                        self.uncertain.append(name)
-                        raise
-                    user_id = record["id"]
-                    self.created.append({"id": user_id, "name": name})
+                    user_id = self._new_user(admin, name, password, project, description)
                 else:  # reset: a tag's user whose password this machine does not know
                     user_id = found[name]["id"]
                     admin.set_password(user_id, password)
@@ -435,7 +387,7 @@ class KeystoneUsers(_base.BenchContext):
                 grant_all(user_id, name, project)
             return {
                 "id": user_id,
-                "credential": make_credential(name, password, project),
+                "credential": _user_credential(admin_cred, name, password, project, domains),
                 "tenant_id": project["id"],
                 "action": action,
                 "_password": password,
@@ -449,6 +401,58 @@ class KeystoneUsers(_base.BenchContext):
             if self.state is not None:
                 self.state["domain_id"] = self.domain_id
                 reuse.save_state(self.state)
+        self._publish_created(users, errors, aborted, plan, projects, role_ids)
+
+    def _tagged_users(self, admin: Any, projects: list[dict]) -> dict[str, dict]:
+        """The users already in the user domain whose names are this context's, by name."""
+        found: dict[str, dict] = {}
+        for p in projects:
+            prefix = p["name"] + "-u"
+            for u in admin.list_prefixed("users", prefix, self.domain_id):
+                found[u["name"]] = u
+        return found
+
+    def _plan(
+        self, projects: list[dict], found: dict, known: dict, tag: str | None
+    ) -> list[tuple[str, dict, str]]:
+        """(name, project, action) for each user: create it, reuse it, or reset its password."""
+        plan: list[tuple[str, dict, str]] = []
+        for p in projects:
+            for j in range(self.config["users_per_tenant"]):
+                name = _base.user_name(p["name"], j)
+                if name not in found:
+                    plan.append((name, p, "create"))
+                elif not _base.owned_by_tag(found[name], tag):
+                    raise self._fail(
+                        f"user {name} exists but is not marked as reuse tag {tag!r}'s; "
+                        "it is left alone: choose another tag"
+                    )
+                elif found[name]["id"] in known:
+                    plan.append((name, p, "reuse"))
+                else:
+                    plan.append((name, p, "reset"))
+        return plan
+
+    def _new_user(self, admin: Any, name: str, password: str, project: dict, why: str) -> str:
+        """Create user NAME in the user domain; its id. A failed call may have made it."""
+        try:
+            record = admin.create(
+                "users",
+                name,
+                {"password": password, "default_project_id": project["id"], "description": why},
+                self.domain_id,
+            )
+        except Exception:
+            self.uncertain.append(name)
+            raise
+        self.created.append({"id": record["id"], "name": name})
+        return record["id"]
+
+    def _publish_created(
+        self, users: list, errors: list, aborted: bool, plan: list, projects: list, role_ids: dict
+    ) -> None:
+        """Fail on any error or an abort; else put the users in the context, in plan order."""
+        tag = self.config.get("reuse")
         counts = {
             a: sum(1 for u in users if u["action"] == a) for a in ("create", "reuse", "reset")
         }
@@ -570,3 +574,23 @@ def _whoami(cred: Any) -> tuple[str, str]:
         message = scrub(str(exc), [cred["password"] or ""])
         raise RuntimeError(f"user {cred['username']}: {message}") from None
     return access.user_id, access.project_id
+
+
+def _user_credential(
+    admin_cred: Any, name: str, password: str, project: dict, domains: tuple[str, str]
+) -> Any:
+    """User NAME's credential, scoped to PROJECT; DOMAINS: the project's and the user's."""
+    return os_credential.OpenStackCredential(
+        auth_url=admin_cred["auth_url"],
+        username=name,
+        password=password,
+        tenant_name=project["name"],
+        permission=os_consts.EndpointPermission.USER,
+        project_domain_name=domains[0],
+        user_domain_name=domains[1],
+        endpoint_type=admin_cred["endpoint_type"],
+        https_insecure=admin_cred["https_insecure"],
+        https_cacert=admin_cred["https_cacert"],
+        region_name=admin_cred["region_name"],
+        api_info=admin_cred["api_info"],
+    )

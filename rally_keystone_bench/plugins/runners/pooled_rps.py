@@ -51,6 +51,7 @@ import copy
 import os
 import threading
 import time
+from collections.abc import Callable
 from typing import Any
 
 from rally.common import logging, validation
@@ -220,14 +221,6 @@ def _worker_process(
     if steps is None:
         time.sleep((1.0 / rate) * phase)
 
-    lock = threading.Lock()
-    # nxt: the next iteration of the schedule no thread has claimed yet;
-    # claiming: threads started that have not claimed one yet
-    state = {"nxt": 0, "claiming": 0}
-    counts = {"started": 0, "done": 0, "failed": 0}
-    threads: list[threading.Thread] = []
-    reported = threading.Event()  # set: a line is due now (first failure)
-    finished = threading.Event()
     outbox = _Outbox(queue)
     start = time.time()
 
@@ -238,96 +231,147 @@ def _worker_process(
             return start + step_offset(i + phase, steps, processes_to_start)
         return start + i / runs_per_second(rps_cfg, start, processes_to_start)
 
-    def report() -> None:
-        with lock:
-            line = PROGRESS.format(pid=os.getpid(), **counts)
+    scenario = (iteration_gen, context, cls, method_name, args)
+    _Slots(times, due_of, aborted, outbox, scenario).run(max_concurrent)
+
+
+class _Slots:
+    """One runner process's iteration slots: threads that each claim the next iteration.
+
+    A housekeeper thread sends the outbox's batches and the counts line.
+    SCENARIO: (iteration_gen, context, cls, method_name, args), as Rally gives them.
+    """
+
+    def __init__(
+        self,
+        times: int,
+        due_of: Callable[[int], float],
+        aborted: Any,
+        outbox: _Outbox,
+        scenario: tuple[Any, dict[str, Any], Any, str, dict[str, Any]],
+    ) -> None:
+        self.times = times
+        self.due_of = due_of
+        self.aborted = aborted
+        self.outbox = outbox
+        self.scenario = scenario
+        self.lock = threading.Lock()
+        # nxt: the next iteration of the schedule no thread has claimed yet;
+        # claiming: threads started that have not claimed one yet
+        self.state = {"nxt": 0, "claiming": 0}
+        self.counts = {"started": 0, "done": 0, "failed": 0}
+        self.threads: list[threading.Thread] = []
+        self.reported = threading.Event()  # set: a line is due now (first failure)
+        self.finished = threading.Event()
+
+    def run(self, max_concurrent: int) -> None:
+        """Run every iteration, MAX_CONCURRENT slots at most; send what is left; the counts."""
+        watcher = threading.Thread(target=self.housekeeper, name="pooled-rps-outbox")
+        watcher.start()
+        self.grow(max_concurrent)
+        for thread in self.threads:
+            thread.join()
+        self.finished.set()
+        self.reported.set()
+        watcher.join()
+        self.outbox.flush()  # what the last iterations left
+        self.report()  # the final counts
+        LOG.debug(
+            f"pooled_rps worker: {self.counts['started']} iterations on {len(self.threads)} threads"
+        )
+
+    def grow(self, max_concurrent: int) -> None:
+        """Add slots as the schedule needs them until every iteration is claimed.
+
+        A slot is added when an iteration is due that no slot has claimed
+        (every slot is busy), never more than max_concurrent. This thread only
+        looks every GROW_INTERVAL at most, not at every iteration; what a late
+        start costs shows in its intended start.
+        """
+        self.add_slot()
+        while not self.aborted.is_set():
+            with self.lock:
+                nxt, claiming, slots = self.state["nxt"], self.state["claiming"], len(self.threads)
+            if nxt >= self.times:
+                break
+            wait = self.due_of(nxt) - time.time()
+            if wait > 0:
+                time.sleep(min(max(wait, GROW_INTERVAL), 0.05))
+            elif claiming or slots >= max_concurrent:
+                time.sleep(GROW_INTERVAL)
+            else:
+                self.add_slot()
+
+    def report(self) -> None:
+        with self.lock:
+            line = PROGRESS.format(pid=os.getpid(), **self.counts)
         LOG.info(line)
 
-    def housekeeper() -> None:
+    def housekeeper(self) -> None:
         # batches out every FLUSH_INTERVAL; the counts line every
         # PROGRESS_INTERVAL, or at once when the first failure asks for it
         last = time.monotonic()
-        while not finished.is_set():
-            urgent = reported.wait(FLUSH_INTERVAL)
-            outbox.flush()
+        while not self.finished.is_set():
+            urgent = self.reported.wait(FLUSH_INTERVAL)
+            self.outbox.flush()
             if urgent or time.monotonic() - last >= PROGRESS_INTERVAL:
-                reported.clear()
-                report()
+                self.reported.clear()
+                self.report()
                 last = time.monotonic()
 
-    def slot(first: bool) -> None:
+    def add_slot(self) -> None:
+        with self.lock:
+            self.state["claiming"] += 1
+        name = f"iteration-slot-{len(self.threads)}"
+        thread = threading.Thread(target=self.slot, args=(True,), name=name)
+        thread.start()
+        self.threads.append(thread)
+
+    def slot(self, first: bool) -> None:
         # Each slot claims the next iteration of the schedule, waits until it
         # is due and runs it, then claims the next: a finished iteration
         # frees its slot at once, with no hand-over to another thread.
         while True:
-            with lock:
+            with self.lock:
                 if first:
-                    state["claiming"] -= 1
+                    self.state["claiming"] -= 1
                     first = False
-                if aborted.is_set() or state["nxt"] >= times:
+                if self.aborted.is_set() or self.state["nxt"] >= self.times:
                     return
-                i = state["nxt"]
-                state["nxt"] += 1
-            while True:
-                due = due_of(i)
-                wait = due - time.time()
-                if wait <= 0 or aborted.is_set():
-                    break
-                time.sleep(min(wait, 0.05))
-            if aborted.is_set():
+                i = self.state["nxt"]
+                self.state["nxt"] += 1
+            due = self.wait_until_due(i)
+            if self.aborted.is_set():
                 return
-            ctx = _iteration_context(next(iteration_gen), context)
-            with lock:
-                counts["started"] += 1
-            result = None
-            try:
-                result = runner._run_scenario_once(cls, method_name, ctx, args, outbox)
-                result["intended_start"] = due
-                outbox.add_result(result)
-            finally:
-                with lock:
-                    counts["done"] += 1
-                    if result is None or result["error"]:
-                        counts["failed"] += 1
-                        if counts["failed"] == 1:
-                            reported.set()
+            self.run_once(due)
 
-    def add_slot() -> None:
-        with lock:
-            state["claiming"] += 1
-        thread = threading.Thread(target=slot, args=(True,), name=f"iteration-slot-{len(threads)}")
-        thread.start()
-        threads.append(thread)
+    def wait_until_due(self, i: int) -> float:
+        """Sleep until iteration I is due (or the task is aborted); when it was due."""
+        while True:
+            due = self.due_of(i)
+            wait = due - time.time()
+            if wait <= 0 or self.aborted.is_set():
+                return due
+            time.sleep(min(wait, 0.05))
 
-    watcher = threading.Thread(target=housekeeper, name="pooled-rps-outbox")
-    watcher.start()
-    # The slots grow as the schedule needs them: a slot is added when an
-    # iteration is due that no slot has claimed (every slot is busy), never
-    # more than max_concurrent. This thread only looks every GROW_INTERVAL at
-    # most, not at every iteration; what a late start costs shows in its
-    # intended start.
-    add_slot()
-    while not aborted.is_set():
-        with lock:
-            nxt, claiming, slots = state["nxt"], state["claiming"], len(threads)
-        if nxt >= times:
-            break
-        wait = due_of(nxt) - time.time()
-        if wait > 0:
-            time.sleep(min(max(wait, GROW_INTERVAL), 0.05))
-        elif claiming or slots >= max_concurrent:
-            time.sleep(GROW_INTERVAL)
-        else:
-            add_slot()
-
-    for thread in threads:
-        thread.join()
-    finished.set()
-    reported.set()
-    watcher.join()
-    outbox.flush()  # what the last iterations left
-    report()  # the final counts
-    LOG.debug(f"pooled_rps worker: {counts['started']} iterations on {len(threads)} threads")
+    def run_once(self, due: float) -> None:
+        """One iteration, its result marked with its intended start DUE, counted."""
+        iteration_gen, context, cls, method_name, args = self.scenario
+        ctx = _iteration_context(next(iteration_gen), context)
+        with self.lock:
+            self.counts["started"] += 1
+        result = None
+        try:
+            result = runner._run_scenario_once(cls, method_name, ctx, args, self.outbox)
+            result["intended_start"] = due
+            self.outbox.add_result(result)
+        finally:
+            with self.lock:
+                self.counts["done"] += 1
+                if result is None or result["error"]:
+                    self.counts["failed"] += 1
+                    if self.counts["failed"] == 1:
+                        self.reported.set()
 
 
 @validation.configure("check_pooled_rps")

@@ -23,10 +23,10 @@ from typing import Any
 from rally.task import validation
 from rally_openstack.task import scenario
 
-from rally_keystone_bench.clients import credentials
-from rally_keystone_bench.clients.auth import SCOPES, UserAuth
+from rally_keystone_bench.clients import auth_paths, credentials
+from rally_keystone_bench.clients.auth import SCOPES, UserAuth, scope_body
 from rally_keystone_bench.clients.pool import shared_client
-from rally_keystone_bench.clients.tokens import Token, TokenRequestError
+from rally_keystone_bench.clients.tokens import Token, TokenRequestError, TokenResult
 from rally_keystone_bench.plugins.scenarios.tokens import (
     CHECK,
     ISSUE,
@@ -37,12 +37,15 @@ from rally_keystone_bench.plugins.scenarios.tokens import (
 
 SIDES = ("baseline", "candidate")
 ACTIONS = {"issue": ISSUE, "validate": VALIDATE}
-# Token paths a side can take with its openrc alone (trusts and TOTP need contexts).
-PATHS = ("password", "token", "application_credential")
+# Token paths a side can take with its openrc alone. trust: a trustee user and
+# a trust from the admin, made once per process and side; totp: a TOTP
+# credential enrolled for the admin (Keystone's [auth] methods must list totp).
+PATHS = ("password", "token", "application_credential", "trust", "totp")
 
 _TARGETS: dict[str, dict[str, Any]] = {}
 _TOKENS: dict[tuple, Token] = {}
 _PATH_AUTH: dict[tuple, tuple[UserAuth, Token | None]] = {}
+_PREPARED: dict[tuple, Any] = {}  # trust and totp setup, kept for the process
 _LOCK = threading.RLock()  # _validate holds it while _path_auth takes it again
 _ORDER = random.Random()
 
@@ -93,8 +96,11 @@ class Paired(_TokenScenario):
         :param scope: issue: project, domain, system or unscoped
         :param include_catalog: ask for the catalog (issue, and validate with GET)
         :param path: how the token is obtained: password, token (rescope an
-            unscoped token issued before the timer) or application_credential
-            (created once per process, before the timer)
+            unscoped token issued before the timer), application_credential
+            (created once per process, before the timer), trust (a trustee's
+            password token scoped to a trust from the admin: both made once
+            per process; the scope is the trust's) or totp (password and a
+            TOTP passcode of a credential enrolled once per process)
         :param method: validate: GET (keystone.validate_token) or HEAD
             (keystone.check_token)
         """
@@ -124,15 +130,8 @@ class Paired(_TokenScenario):
     ) -> None:
         client = shared_client(credential, purpose="paired-issue", per_thread=False)
         auth = UserAuth.from_credential(credential)
-        auth, source = _path_auth(client, auth, path)
-        client.issue(
-            auth,
-            path,
-            scope,
-            include_catalog,
-            token=source,
-            timer=self._timer(side_action(side, ISSUE)),
-        )
+        timer = self._timer(side_action(side, ISSUE))
+        _issue_by(client, auth, path, scope, include_catalog, timer)
 
     def _validate(
         self,
@@ -150,8 +149,7 @@ class Paired(_TokenScenario):
             token = _TOKENS.get(key)
             left = token.seconds_left() if token else None
             if token is None or (left is not None and left < MIN_TTL):
-                issuer, source = _path_auth(client, auth, path)
-                found = client.issue(issuer, path, "project", include_catalog=False, token=source)
+                found = _issue_by(client, auth, path, "project", False)
                 assert found.token is not None
                 token = _TOKENS[key] = found.token
         if method == "HEAD":
@@ -159,6 +157,48 @@ class Paired(_TokenScenario):
             return
         timer = self._timer(side_action(side, VALIDATE))
         client.validate(token, include_catalog=include_catalog, timer=timer)
+
+
+def _issue_by(
+    client: Any, auth: UserAuth, path: str, scope: str, include_catalog: bool, timer: Any = None
+) -> TokenResult:
+    """Issue a token by PATH; everything it needs is prepared before TIMER starts."""
+    if path == "trust":
+        trustee, trust_id = _prepared(client, auth, path)
+        return client.issue_with(
+            auth_paths.password_identity(trustee),
+            auth_paths.trust_scope(trust_id),
+            include_catalog,
+            secrets=trustee.secrets(),
+            timer=timer,
+        )
+    if path == "totp":
+        passcode = auth_paths.totp_code(_prepared(client, auth, path))
+        return client.issue_with(
+            auth_paths.password_totp_identity(auth, passcode),
+            scope_body(scope, auth),
+            include_catalog,
+            secrets=[*auth.secrets(), passcode],
+            timer=timer,
+        )
+    issuer, source = _path_auth(client, auth, path)
+    return client.issue(issuer, path, scope, include_catalog, token=source, timer=timer)
+
+
+def _prepared(client: Any, auth: UserAuth, path: str) -> Any:
+    """trust: (trustee, trust id); totp: the TOTP secret. Once per process and side."""
+    key = (os.getpid(), client.base_url, path)
+    with _LOCK:
+        found = _PREPARED.get(key)
+        if found is None:
+            if path == "trust":
+                trustee = auth_paths.create_trustee(client, auth)
+                assert trustee.user_id is not None
+                found = (trustee, auth_paths.create_trust(client, auth, trustee.user_id))
+            else:
+                found = auth_paths.enrol_own_totp(client, auth)
+            _PREPARED[key] = found
+        return found
 
 
 def _path_auth(client: Any, auth: UserAuth, path: str) -> tuple[UserAuth, Token | None]:

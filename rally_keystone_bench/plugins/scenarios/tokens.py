@@ -289,34 +289,19 @@ class ConcurrentCreate(_TokenScenario):
             pool_size=max(pool.POOL_SIZE, parallel),
         )
         pool.open_connections(client, parallel)
-        actions: list[dict[str, Any] | None] = [None] * count
-        errors: list[TokenRequestError] = []
-        next_index = iter(range(count))
-        lock = threading.Lock()
-        barrier = threading.Barrier(parallel + 1)
+        actions, errors = _send_burst(client, auth, scope, count, parallel)
+        wall = self._record_burst(actions, errors)
+        self._chart_burst(count, parallel, len(errors), wall)
+        if errors:
+            first = errors[0]
+            raise TokenRequestError(
+                "issue",
+                first.status,
+                f"{len(errors)} of {count} token requests failed; first: {first.message}",
+            )
 
-        def work() -> None:
-            barrier.wait()
-            while True:
-                with lock:
-                    index = next(next_index, None)
-                if index is None:
-                    return
-                record = _RecordedAction(ISSUE)
-                try:
-                    client.issue(auth, "password", scope, timer=lambda r=record: r)
-                except TokenRequestError as exc:
-                    with lock:
-                        errors.append(exc)
-                actions[index] = record.action
-
-        threads = [threading.Thread(target=work) for _ in range(parallel)]
-        for thread in threads:
-            thread.start()
-        barrier.wait()  # every thread is waiting: release them together
-        for thread in threads:
-            thread.join()
-
+    def _record_burst(self, actions: list[dict[str, Any] | None], errors: list) -> float:
+        """One keystone.token_burst holding the burst's issue_token actions; its wall time."""
         children = sorted(
             (a for a in actions if a and a.get("started_at")),
             key=lambda a: a["started_at"],
@@ -332,7 +317,10 @@ class ConcurrentCreate(_TokenScenario):
         if errors:
             burst["failed"] = True
         self._atomic_actions.append(burst)
-        wall = finished - started
+        return finished - started
+
+    def _chart_burst(self, count: int, parallel: int, failed: int, wall: float) -> None:
+        """The burst's wall time and tokens per second, charted in the HTML report."""
         self.add_output(
             additive={
                 "title": "Burst wall time",
@@ -348,18 +336,49 @@ class ConcurrentCreate(_TokenScenario):
                 "title": "Burst throughput",
                 "description": f"{count} tokens, {parallel} at once",
                 "chart_plugin": "Lines",
-                "data": [["tokens per second", (count - len(errors)) / wall if wall else 0]],
+                "data": [["tokens per second", (count - failed) / wall if wall else 0]],
                 "label": "tokens/s",
                 "axis_label": "iteration",
             }
         )
-        if errors:
-            first = errors[0]
-            raise TokenRequestError(
-                "issue",
-                first.status,
-                f"{len(errors)} of {count} token requests failed; first: {first.message}",
-            )
+
+
+def _send_burst(
+    client: Any, auth: Any, scope: str, count: int, parallel: int
+) -> tuple[list[dict[str, Any] | None], list[TokenRequestError]]:
+    """COUNT token requests from PARALLEL threads released by one barrier.
+
+    The issue_token action of each (None where none was recorded), and the
+    errors.
+    """
+    actions: list[dict[str, Any] | None] = [None] * count
+    errors: list[TokenRequestError] = []
+    next_index = iter(range(count))
+    lock = threading.Lock()
+    barrier = threading.Barrier(parallel + 1)
+
+    def work() -> None:
+        barrier.wait()
+        while True:
+            with lock:
+                index = next(next_index, None)
+            if index is None:
+                return
+            record = _RecordedAction(ISSUE)
+            try:
+                client.issue(auth, "password", scope, timer=lambda r=record: r)
+            except TokenRequestError as exc:
+                with lock:
+                    errors.append(exc)
+            actions[index] = record.action
+
+    threads = [threading.Thread(target=work) for _ in range(parallel)]
+    for thread in threads:
+        thread.start()
+    barrier.wait()  # every thread is waiting: release them together
+    for thread in threads:
+        thread.join()
+    return actions, errors
 
 
 class RevokedTokenStillValid(Exception):

@@ -1,0 +1,91 @@
+"""Record N small runs into a results store and print what ``history`` finds.
+
+    python benchmarks/history_aa.py --runs 20 --store /tmp/aa.sqlite
+        20 A/A runs (same release, same deployment): expect no change point.
+    python benchmarks/history_aa.py --runs 10 --step-after 5 --step-rounds 8 ...
+        the last 5 runs with a higher bcrypt cost (--password-hash-rounds):
+        expect one change point at run 6 on keystone.issue_token.
+
+Each run is a real ``keystone-bench run`` of one tiny workload (password
+tokens, --times iterations at concurrency 1) on a local Keystone; the runs
+differ only in what --step-rounds changes. Prints the machine, each run's
+exit, and then ``history --changes`` of the store.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import _machine  # noqa: E402
+
+BENCH = [sys.executable, "-m", "rally_keystone_bench.cli"]
+
+
+def tiny_task(path: Path, times: int) -> Path:
+    path.write_text(
+        json.dumps(
+            {
+                "version": 2,
+                "title": "history A/A",
+                "subtasks": [
+                    {
+                        "title": "issue tokens",
+                        "scenario": {"KeystoneTokens.authenticate": {"method": "password"}},
+                        "runner": {"constant": {"times": times, "concurrency": 1}},
+                        "contexts": {"users": {"tenants": 1, "users_per_tenant": 2}},
+                        "sla": {"failure_rate": {"max": 0}},
+                    }
+                ],
+            }
+        )
+    )
+    return path
+
+
+def main() -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--runs", type=int, default=20)
+    p.add_argument("--times", type=int, default=30, help="iterations per run")
+    p.add_argument("--store", required=True)
+    p.add_argument("--keystone", default=None, help="--keystone of every run")
+    p.add_argument("--rounds", type=int, default=4, help="--password-hash-rounds of the runs")
+    p.add_argument("--step-after", type=int, default=None, metavar="K")
+    p.add_argument("--step-rounds", type=int, default=None, help="rounds after run K")
+    args = p.parse_args()
+    print(f"machine: {_machine.describe()}")
+    with tempfile.TemporaryDirectory(prefix="history-aa-") as tmp:
+        task = tiny_task(Path(tmp) / "tiny.json", args.times)
+        for n in range(1, args.runs + 1):
+            stepped = args.step_after is not None and n > args.step_after
+            rounds = args.step_rounds if stepped and args.step_rounds else args.rounds
+            cmd = [*BENCH, "run", str(task), "--password-hash-rounds", str(rounds),
+                   "--trace", "off", "--profile", "off", "--history", args.store,
+                   "--reports-dir", str(Path(tmp) / "reports")]  # fmt: skip
+            if args.keystone:
+                cmd += ["--keystone", args.keystone]
+            t0 = time.monotonic()
+            proc = subprocess.run(cmd, capture_output=True, text=True, cwd=tmp)
+            recorded = [ln for ln in proc.stdout.splitlines() if ln.startswith("history:")]
+            said = recorded[-1] if recorded else proc.stderr[-300:]
+            took = time.monotonic() - t0
+            print(
+                f"run {n:>2}: rounds {rounds}, exit {proc.returncode}, {took:.0f} s; {said}",
+                flush=True,
+            )
+    found = subprocess.run(
+        [*BENCH, "history", "--history", args.store, "--changes", "--action", "issue_token"],
+        capture_output=True, text=True,
+    )  # fmt: skip
+    print(found.stdout + found.stderr)
+    return found.returncode
+
+
+if __name__ == "__main__":
+    sys.exit(main())

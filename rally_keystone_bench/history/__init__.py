@@ -1,0 +1,1 @@
+"""The results store: every run recorded, read back as series (doc/source/history.rst)."""

@@ -1,0 +1,205 @@
+"""The ``keystone-bench history`` verb: the runs a store holds, their series, the change
+points in each, history.html, and OpenMetrics or InfluxDB exports.
+
+``keystone-bench history --history STORE`` lists the runs; ``--series`` prints
+each matching series run by run; ``--changes`` finds change points (E-divisive
+means, a permutation test); ``--html FILE`` draws them; ``--export`` writes
+what a dashboard reads, from the store or (``--from-report DIR``) from a
+report's summary.json files.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import urllib.error
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+from rally_keystone_bench import boundary
+from rally_keystone_bench.errors import BenchError
+from rally_keystone_bench.history import records
+from rally_keystone_bench.history.store import ENV_VAR, Store
+from rally_keystone_bench.report import history as history_report
+from rally_keystone_bench.verbs import options
+from rally_keystone_bench.verdicts import series as history_series
+from rally_keystone_bench.verdicts.changepoints import ChangePointSettings
+
+FILTERS = ("workload", "action", "deployment", "machine")
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """The options of ``keystone-bench history``."""
+    options.add_history_option(parser)
+    for name in FILTERS:
+        parser.add_argument(
+            f"--{name}",
+            default=None,
+            metavar="TEXT",
+            help=f"only series whose {name} contains TEXT",
+        )
+    parser.add_argument(
+        "--metric",
+        choices=history_series.METRICS,
+        default="p50",
+        help="what a series holds (default p50: the median service time)",
+    )
+    parser.add_argument("--series", action="store_true", help="print each series run by run")
+    parser.add_argument(
+        "--across-deployments",
+        action="store_true",
+        help="one series over every deployment line: an experiment that changes a setting "
+        "(--password-hash-rounds, --set) finds its change point where the setting changed",
+    )
+    parser.add_argument(
+        "--changes", action="store_true", help="find the change points of each series"
+    )
+    parser.add_argument("--html", default=None, metavar="FILE", help="draw the series into FILE")
+    parser.add_argument(
+        "--alpha",
+        type=boundary.fraction,
+        default=ChangePointSettings.alpha,
+        help="the permutation test's level (default %(default)s)",
+    )
+    parser.add_argument(
+        "--permutations",
+        type=boundary.number_in(19, 100000, int),
+        default=ChangePointSettings.permutations,
+        metavar="N",
+        help="shuffles per significance test (default %(default)s)",
+    )
+    parser.add_argument(
+        "--min-change",
+        type=boundary.number_in(0, 1000),
+        default=0.0,
+        metavar="PERCENT",
+        help="report only change points that move the mean this much (default 0)",
+    )
+    parser.add_argument(
+        "--export", choices=("openmetrics", "influx"), default=None, help="write an export"
+    )
+    parser.add_argument(
+        "--out", default=None, metavar="FILE", help="the export's file (default stdout)"
+    )
+    parser.add_argument(
+        "--push", default=None, metavar="URL", help="push the OpenMetrics export to a Pushgateway"
+    )
+    parser.add_argument(
+        "--from-report",
+        default=None,
+        metavar="DIR",
+        help="export a report's summary.json files (a run's reports folder) instead of the store",
+    )
+
+
+def _check(args: argparse.Namespace) -> None:
+    if args.push and args.export != "openmetrics":
+        raise BenchError("--push sends the OpenMetrics export: add --export openmetrics")
+    if args.push and not args.push.startswith(("http://", "https://")):
+        raise BenchError(f"--push {args.push}: not an http(s):// URL")
+    if args.from_report:
+        if not args.export:
+            raise BenchError("--from-report is an export's source: add --export")
+        if not Path(args.from_report).is_dir():
+            raise BenchError(f"--from-report {args.from_report}: no such directory")
+    elif not options.history_url(args):
+        raise BenchError(f"no store: give --history STORE or set {ENV_VAR}")
+    for path in (args.html, args.out):
+        if path and not Path(path).resolve().parent.is_dir():
+            raise BenchError(f"{path}: no directory {Path(path).resolve().parent}")
+
+
+def _runs_from_report(directory: Path) -> list[dict[str, Any]]:
+    """A report's summaries as one run shaped like the store's (run id 0)."""
+    rows = records.rows_under(directory, "report")
+    if not rows:
+        raise BenchError(f"--from-report {directory}: no summary.json below it")
+    record = records.build_record(
+        "report", records.Keystone(spec="unknown"), None, {}, rows, str(directory)
+    )
+    columns = record.columns()
+    columns["recorded_at"] = records.now()
+    return [{"id": 0, **columns, "rows": [r.columns() | {"counters": r.counters} for r in rows]}]
+
+
+def _export(args: argparse.Namespace, runs: list[dict[str, Any]]) -> None:
+    text = (
+        history_report.openmetrics(runs)
+        if args.export == "openmetrics"
+        else history_report.influx(runs)
+    )
+    if args.out:
+        print(f"{args.export}: {history_report.save_export(Path(args.out), text)}")
+    elif not args.push:
+        sys.stdout.write(text)
+    if args.push:
+        push(args.push, text)
+        print(f"pushed to {args.push}")
+
+
+def push(url: str, text: str) -> None:
+    """PUT TEXT to a Pushgateway (URL: its /metrics/job/NAME path); BenchError when refused."""
+    request = urllib.request.Request(
+        url,
+        data=text.encode(),
+        method="PUT",
+        headers={"Content-Type": "text/plain; version=0.0.4; charset=utf-8"},
+    )
+    try:
+        with urllib.request.urlopen(request, timeout=30) as answer:
+            answer.read()
+    except urllib.error.HTTPError as exc:
+        raise BenchError(f"--push {url}: the Pushgateway answered {exc.code}") from None
+    except (urllib.error.URLError, OSError) as exc:
+        raise BenchError(f"--push {url}: {getattr(exc, 'reason', exc)}") from None
+
+
+def _analysed(args: argparse.Namespace, runs: list[dict[str, Any]]) -> list[tuple]:
+    settings = ChangePointSettings(
+        alpha=args.alpha, permutations=args.permutations, min_change=args.min_change / 100
+    )
+    by_id = {r["id"]: r for r in runs}
+    out = []
+    for s in history_series.build_series(runs, args.metric, args.across_deployments):
+        if not _matches(args, s):
+            continue
+        found = history_series.change_points(s, by_id, settings, records.commits_between)
+        out.append((s, found))
+    return out
+
+
+def _matches(args: argparse.Namespace, s: history_series.Series) -> bool:
+    """A series matches when every filter given is a substring of its field."""
+    return all(
+        not getattr(args, name) or getattr(args, name) in getattr(s, name) for name in FILTERS
+    )
+
+
+def main(args: argparse.Namespace) -> int:
+    _check(args)
+    if args.from_report:
+        _export(args, _runs_from_report(Path(args.from_report)))
+        return 0
+    url = options.history_url(args)
+    assert url is not None
+    if not url.startswith(("postgresql://", "postgres://")) and not Path(url).is_file():
+        raise BenchError(f"--history {url}: no such store (a run with --history creates it)")
+    with Store.open(url) as store:
+        where = store.where
+        runs = store.runs(**{name: getattr(args, name) for name in FILTERS})
+    if args.export:
+        _export(args, runs)
+        return 0
+    if not (args.series or args.changes or args.html):
+        print(history_report.format_runs(runs))
+        return 0
+    analysed = _analysed(args, runs)
+    if args.series:
+        for s, found in analysed:
+            print(history_report.format_series(s, found))
+    if args.changes or args.series:
+        print(history_report.format_change_points(analysed))
+    if args.html:
+        print(f"history: {history_report.write_html(Path(args.html), analysed, runs, where)}")
+    return 0
