@@ -28,6 +28,27 @@ import rally_keystone_bench.verbs.scale
 import rally_keystone_bench.verbs.tasks  # noqa: F401  (each verb module, as verbs.NAME)
 from rally_keystone_bench import boundary, errors, verbs
 
+# Each verb: its module under verbs/ (add_arguments, main) and its line in --help.
+VERBS = (
+    ("keystone", "start, stop or inspect a local Keystone"),
+    ("mock", "a minimal, fast token service on loopback"),
+    ("run", "run Rally tasks against a local Keystone or a cloud"),
+    ("scale", "sweep one data size and fit how token latency grows"),
+    ("report", "summary.html and summary.json from a Rally result"),
+    ("compare", "A/B comparison of two Rally results"),
+    ("capacity", "search N, the highest rps without degradation"),
+    ("load", "one open-model probe on the Locust or the Rally engine"),
+    ("matrix", "run one task on several deployments and tabulate"),
+    ("gate", "baseline against candidate Keystone, paired requests"),
+    ("history", "the runs a results store holds, their change points"),
+    ("tasks", "list (or copy) the task and deployment files shipped"),
+    ("cleanup", "delete what a reuse TAG kept or a cut-short workload left"),
+)
+EXTRA_OPTIONS = {
+    "run": (verbs.run.add_trace_options,),
+    "gate": (verbs.gate.add_counter_options,),
+}
+
 
 def build_parser() -> argparse.ArgumentParser:
     parser = boundary.OneLineParser(
@@ -40,71 +61,14 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="verb", metavar="VERB")
     sub.required = True
 
-    # keystone up | down | status
-    ks = sub.add_parser("keystone", help="start, stop or inspect a local Keystone")
-    verbs.keystone.add_arguments(ks)
-
-    # mock
-    mock = sub.add_parser("mock", help="a minimal, fast token service on loopback")
-    verbs.mock.add_arguments(mock)
-    mock.set_defaults(func=verbs.mock.main)
-
-    # run
-    run = sub.add_parser("run", help="run Rally tasks against a local Keystone or a cloud")
-    verbs.run.add_arguments(run)
-    verbs.run.add_trace_options(run)
-    run.set_defaults(func=verbs.run.main)
-
-    # scale
-    scale = sub.add_parser("scale", help="sweep one data size and fit how token latency grows")
-    verbs.scale.add_arguments(scale)
-    scale.set_defaults(func=verbs.scale.main)
-
-    # report
-    rep = sub.add_parser("report", help="summary.html and summary.json from a Rally result")
-    verbs.report.add_arguments(rep)
-    rep.set_defaults(func=verbs.report.main)
-
-    # compare
-    cmp_ = sub.add_parser("compare", help="A/B comparison of two Rally results")
-    verbs.compare.add_arguments(cmp_)
-    cmp_.set_defaults(func=verbs.compare.main)
-
-    # capacity
-    cap = sub.add_parser("capacity", help="search N, the highest rps without degradation")
-    verbs.capacity.add_arguments(cap)
-    cap.set_defaults(func=verbs.capacity.main)
-
-    # load
-    load = sub.add_parser("load", help="one open-model probe on the Locust or the Rally engine")
-    verbs.load.add_arguments(load)
-    load.set_defaults(func=verbs.load.main)
-
-    # matrix
-    mat = sub.add_parser("matrix", help="run one task on several deployments and tabulate")
-    verbs.matrix.add_arguments(mat)
-    mat.set_defaults(func=verbs.matrix.main)
-
-    # gate
-    gate = sub.add_parser("gate", help="baseline against candidate Keystone, paired requests")
-    verbs.gate.add_arguments(gate)
-    verbs.gate.add_counter_options(gate)
-    gate.set_defaults(func=verbs.gate.main)
-
-    # history
-    hist = sub.add_parser("history", help="the runs a results store holds, their change points")
-    verbs.history.add_arguments(hist)
-    hist.set_defaults(func=verbs.history.main)
-
-    # tasks
-    tasks = sub.add_parser("tasks", help="list (or copy) the task and deployment files shipped")
-    verbs.tasks.add_arguments(tasks)
-    tasks.set_defaults(func=verbs.tasks.main)
-
-    # cleanup
-    clean = sub.add_parser("cleanup", help="delete the projects and users kept by a reuse TAG")
-    verbs.cleanup.add_arguments(clean)
-    clean.set_defaults(func=verbs.cleanup.main)
+    for name, help_text in VERBS:
+        module = getattr(verbs, name)
+        verb = sub.add_parser(name, help=help_text)
+        module.add_arguments(verb)
+        for extra in EXTRA_OPTIONS.get(name, ()):
+            extra(verb)
+        if name != "keystone":  # keystone's own sub-verbs (up, down, status) set theirs
+            verb.set_defaults(func=module.main)
     return parser
 
 
