@@ -229,10 +229,14 @@ def _section_start(lines: list[str], section: str) -> int | None:
     return next((i for i, line in enumerate(lines) if line.strip() == header), None)
 
 
+def masked(settings: Mapping[str, str]) -> dict[str, str]:
+    """SETTINGS with every secret's value (a password, a connection URL, a key) as ***."""
+    return {
+        key: "***" if key.partition(".")[2].lower().endswith(SECRET_ENDINGS) else value
+        for key, value in settings.items()
+    }
+
+
 def describe(settings: Mapping[str, str]) -> str:
     """The settings for a deployment's description; secrets shown as ***."""
-    shown = []
-    for key, value in sorted(settings.items()):
-        secret = key.partition(".")[2].lower().endswith(SECRET_ENDINGS)
-        shown.append(f"{key}={'***' if secret else value}")
-    return " ".join(shown)
+    return " ".join(f"{key}={value}" for key, value in sorted(masked(settings).items()))

@@ -13,12 +13,13 @@ from __future__ import annotations
 
 import contextlib
 import json
+import re
 import sqlite3
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
-from rally_keystone_bench.errors import BenchError
+from rally_keystone_bench.errors import BenchError, mask_urls
 from rally_keystone_bench.history.records import ActionRow, RunRecord
 
 ENV_VAR = "KEYSTONE_BENCH_HISTORY"
@@ -123,7 +124,12 @@ class Store:
             tables = {r[0] for r in cur}
             self.conn.commit()
         if "schema_version" not in tables:
-            return -1 if "runs" in tables else 0
+            # Another program's database (say Rally's own) is not ours to fill. In a
+            # PostgreSQL database, only our own table name counts: a team's shared one
+            # may hold others.
+            foreign = {t for t in tables - {"runs", "results"} if not t.startswith("sqlite_")}
+            foreign = foreign if self.dialect == "sqlite" else set()
+            return -1 if "runs" in tables or foreign else 0
         row = self.execute("SELECT version FROM schema_version").fetchone()
         if self.dialect == "postgresql":
             self.conn.commit()
@@ -132,6 +138,8 @@ class Store:
     def migrate(self, target: int = SCHEMA_VERSION) -> None:
         """Bring the schema to version TARGET, one transaction (and a lock) for all steps."""
         key = "INTEGER PRIMARY KEY" if self.dialect == "sqlite" else "SERIAL PRIMARY KEY"
+        if self.version() < 0:
+            raise BenchError(f"{self.where} is not a keystone-bench history store")
         with self.transaction():
             if self.dialect == "postgresql":
                 self.execute("SELECT pg_advisory_xact_lock(4242029)")
@@ -238,12 +246,11 @@ def _connect_postgresql(url: str) -> Any:
 
 
 def _redacted(url: str) -> str:
-    """URL without a password: ``postgresql://user:***@host/db``."""
-    scheme, sep, rest = url.partition("://")
-    creds, at, host = rest.rpartition("@")
-    if at and ":" in creds:
-        creds = creds.split(":", 1)[0] + ":***"
-    return f"{scheme}{sep}{creds}{at}{host}"
+    """URL without a password: ``postgresql://user:***@host/db``, ``?password=***``."""
+    return _QUERY_PASSWORD_RE.sub(r"\1***", mask_urls(url))
+
+
+_QUERY_PASSWORD_RE = re.compile(r"(?i)([?&]password=)[^&]*")
 
 
 __all__ = ["ENV_VAR", "SCHEMA_VERSION", "ActionRow", "RunRecord", "Store", "is_postgresql"]

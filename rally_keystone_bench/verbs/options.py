@@ -9,14 +9,16 @@ import argparse
 import dataclasses
 import math
 import os
+import sys
 from collections.abc import Sequence
 from pathlib import Path
 
 from rally_keystone_bench import boundary
+from rally_keystone_bench.deploy import conf_options
 from rally_keystone_bench.deploy.deployment import Deployment
 from rally_keystone_bench.deploy.mock import MockKeystone, check_stall
 from rally_keystone_bench.driver import rally as rallyenv
-from rally_keystone_bench.errors import BenchError
+from rally_keystone_bench.errors import BenchError, mask_urls
 from rally_keystone_bench.history import records as history_records
 from rally_keystone_bench.history import store as history_store
 
@@ -327,11 +329,16 @@ def record_history(
         verb,
         keystone,
         line or (deployment_line(deployment) if deployment else where),
-        dict(deployment.conf) if deployment else {},
+        conf_options.masked(deployment.conf) if deployment else {},
         rows,
         str(out_dir),
     )
-    with history_store.Store.open(url) as store:
-        run_id = store.record(record)
-        print(f"history: run {run_id} recorded in {store.where} ({len(rows)} rows)")
+    try:
+        with history_store.Store.open(url) as store:
+            run_id = store.record(record)
+            print(f"history: run {run_id} recorded in {store.where} ({len(rows)} rows)")
+    except Exception as exc:  # the verb's verdict stands; the store's failure is said
+        reason = mask_urls(str(exc).strip().splitlines()[0] if str(exc).strip() else repr(exc))
+        print(f"history: NOT recorded: {reason}", file=sys.stderr)
+        return None
     return run_id

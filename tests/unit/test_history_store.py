@@ -177,7 +177,7 @@ def test_a_killed_writer_leaves_the_store_readable_and_every_run_whole(tmp_path)
 
 def test_the_deployment_line_leaves_the_keystone_to_its_own_column():
     """A nightly of master (a checkout, or each night's git-commit: spec) stays one series."""
-    from rally_keystone_bench.deploy.keystone import Deployment
+    from rally_keystone_bench.deploy.deployment import Deployment
 
     lines = set()
     for spec in ("keystone==30.0.0", "/src/keystone", "git-commit:/src/keystone@" + "a" * 40):
@@ -236,7 +236,7 @@ def test_a_verb_records_its_reports_under_its_deployment_line(tmp_path, monkeypa
     """What run/scale/load call once their reports are written (verbs/options.py)."""
     import argparse
 
-    from rally_keystone_bench.deploy.keystone import Deployment
+    from rally_keystone_bench.deploy.deployment import Deployment
     from rally_keystone_bench.verbs import options
 
     out = report_dir(tmp_path)
@@ -253,3 +253,63 @@ def test_a_verb_records_its_reports_under_its_deployment_line(tmp_path, monkeypa
     assert options.record_history(args, "run", tmp_path / "empty", dep) is None  # no summary
     monkeypatch.delenv("KEYSTONE_BENCH_HISTORY")
     assert options.record_history(args, "run", out, dep) is None  # no store: nothing to do
+
+
+def test_a_secret_given_with_set_is_stored_masked(tmp_path, capsys):
+    """--set ldap.password=... or a database.connection URL never reaches the store."""
+    import argparse
+
+    from rally_keystone_bench.deploy.deployment import Deployment
+    from rally_keystone_bench.verbs import options
+
+    store = tmp_path / "h.sqlite"
+    conf = {
+        "ldap.password": "s3cret-bind",
+        "database.connection": "postgresql://ks:dbpass@127.0.0.1/ks",
+        "token.provider": "fernet",
+    }
+    dep = Deployment(password_hash_rounds=4, conf=conf)
+    args = argparse.Namespace(history=str(store))
+    assert options.record_history(args, "run", report_dir(tmp_path), dep) == 1
+    with Store.open(str(store)) as s:
+        (run,) = s.runs()
+    assert run["settings"] == {
+        "ldap.password": "***",
+        "database.connection": "***",
+        "token.provider": "fernet",
+    }
+    raw = store.read_bytes() + b"".join(p.read_bytes() for p in tmp_path.glob("h.sqlite-*"))
+    assert b"s3cret-bind" not in raw and b"dbpass" not in raw
+
+
+def test_a_store_that_fails_at_the_end_keeps_the_verbs_verdict(tmp_path, capsys):
+    """The store is checked at the door; should it fail after the load, the verb's exit code
+    stands and stderr says the run was not recorded (with no password)."""
+    import argparse
+
+    from rally_keystone_bench.verbs import options
+
+    args = argparse.Namespace(history="postgresql://u:pw@127.0.0.1:1/none")
+    assert options.record_history(args, "run", report_dir(tmp_path), None) is None
+    err = capsys.readouterr().err
+    assert err.startswith("history: NOT recorded:") and "pw@" not in err
+
+
+def test_another_programs_sqlite_database_is_not_filled(tmp_path):
+    other = tmp_path / "rally.sqlite"
+    with sqlite3.connect(other) as conn:
+        conn.execute("CREATE TABLE tasks (uuid TEXT)")
+    with pytest.raises(BenchError, match="not a keystone-bench history store"):
+        Store.open(str(other))
+    with sqlite3.connect(other) as conn:
+        tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master")}
+    assert tables == {"tasks"}
+
+
+def test_a_password_in_the_store_url_is_never_shown():
+    from rally_keystone_bench.history.store import _redacted
+
+    assert _redacted("postgresql://bench:pw1@db/h") == "postgresql://bench:***@db/h"
+    assert _redacted("postgresql://db/h?user=b&password=pw2&sslmode=require") == (
+        "postgresql://db/h?user=b&password=***&sslmode=require"
+    )
