@@ -11,6 +11,7 @@ report's summary.json files.
 from __future__ import annotations
 
 import argparse
+import math
 import sys
 import urllib.error
 import urllib.request
@@ -105,6 +106,12 @@ def _check(args: argparse.Namespace) -> None:
             raise BenchError(f"--from-report {args.from_report}: no such directory")
     elif not options.history_url(args):
         raise BenchError(f"no store: give --history STORE or set {ENV_VAR}")
+    if 1 / (args.permutations + 1) > args.alpha:  # no series could ever be significant
+        need = math.ceil(1 / args.alpha) - 1
+        raise BenchError(
+            f"--permutations {args.permutations} cannot reach --alpha {args.alpha:g} "
+            f"(the smallest p-value is 1/{args.permutations + 1}): give at least {need}"
+        )
     for path in (args.html, args.out):
         if path and not Path(path).resolve().parent.is_dir():
             raise BenchError(f"{path}: no directory {Path(path).resolve().parent}")
@@ -170,10 +177,12 @@ def _analysed(args: argparse.Namespace, runs: list[dict[str, Any]]) -> list[tupl
 
 
 def _matches(args: argparse.Namespace, s: history_series.Series) -> bool:
-    """A series matches when every filter given is a substring of its field."""
-    return all(
-        not getattr(args, name) or getattr(args, name) in getattr(s, name) for name in FILTERS
-    )
+    """A series matches when every filter given is a substring of its field.
+
+    Across deployments a series has no single deployment line: that filter was
+    applied to the runs already (Store.runs)."""
+    names = [n for n in FILTERS if not (n == "deployment" and args.across_deployments)]
+    return all(not getattr(args, n) or getattr(args, n) in getattr(s, n) for n in names)
 
 
 def main(args: argparse.Namespace) -> int:

@@ -201,6 +201,9 @@ def test_the_page_draws_each_series_and_marks_the_change_point(tmp_path, capsys)
         (["history", "--history", "{tmp}/h.sqlite", "--export", "openmetrics", "--push", "ftp://x"],
          "not an http(s):// URL"),
         (["history", "--history", "postgresql://nobody@127.0.0.1:1/x"], "--history postgresql://"),
+        (["history", "--history", "{tmp}/h.sqlite", "--changes", "--permutations", "50"],
+         "--permutations 50 cannot reach --alpha 0.01 (the smallest p-value is 1/51): "
+         "give at least 99"),
     ],
 )  # fmt: skip
 def test_bad_input_is_one_line_and_exit_2(tmp_path, capsys, monkeypatch, argv, message):
@@ -210,3 +213,15 @@ def test_bad_input_is_one_line_and_exit_2(tmp_path, capsys, monkeypatch, argv, m
     err = capsys.readouterr().err
     assert rc == 2
     assert message in err and len(err.strip().splitlines()) == 1
+
+
+def test_across_deployments_the_deployment_filter_keeps_the_joined_series(tmp_path, capsys):
+    """--deployment picks the runs (in the store); the joined series has no single line."""
+    path = store_of(tmp_path, [0.1, 0.1])
+    args = ["history", "--history", str(path), "--series", "--action", "issue_token",
+            "--across-deployments", "--deployment", "sqlite"]  # fmt: skip
+    assert cli.main(args) == 0
+    out = capsys.readouterr().out
+    assert "issue_token" in out and "machine:" in out
+    assert cli.main([*args[:-1], "postgresql"]) == 0  # no run of that deployment: no series
+    assert "issue_token" not in capsys.readouterr().out
