@@ -249,8 +249,8 @@ def main(args: argparse.Namespace) -> int:
         check_rally(settings, args.force)
     # A cloud that is no Keystone, or refuses its admin, is said before any file is made.
     cloud = cloud_credential(args) if args.target == "cloud" else None
-    if args.target == "local":
-        server_deployment(args)  # validated: a bad --keystone leaves no file
+    # Validated here: a bad --keystone leaves no file (and the store records this one).
+    local = server_deployment(args) if args.target == "local" else None
     options.check_history(args)
     out_dir, run_dir = rally_task.new_run_dirs(args.reports_dir)
     started = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
@@ -267,7 +267,6 @@ def main(args: argparse.Namespace) -> int:
     else:
         with rally_task.sigterm_as_interrupt():
             rc = run_rally(args, settings, out_dir, run_dir)
-    local = server_deployment(args) if args.target == "local" else None
     options.record_history(args, "load", out_dir, local, where=f"{args.target} target")
     return rc
 
