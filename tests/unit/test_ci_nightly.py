@@ -49,8 +49,13 @@ def test_zuul_nightly_records_master_to_the_kept_store_and_collects_the_page():
     job = next(j for j in jobs if j["name"] == "keystone-bench-nightly")
     keystone = next(p for p in job["required-projects"] if p["name"] == "openstack/keystone")
     assert keystone["override-checkout"] == "master"
-    assert job["vars"]["keystone_bench_history"].startswith("postgresql://")
-    tasks = yaml.safe_load((ROOT / job["run"]).read_text())[0]["tasks"]
+    url = job["vars"]["keystone_bench_history"]
+    assert url.startswith("postgresql://") and ":" not in url.split("://")[1].split("@")[0]
+    # The password: the job's secret, as PGPASSWORD for the whole play, never in the URL.
+    (secret,) = job["secrets"]
+    play = yaml.safe_load((ROOT / job["run"]).read_text())[0]
+    assert play["environment"]["PGPASSWORD"] == f"{{{{ {secret['name']}.password }}}}"
+    tasks = play["tasks"]
     shells = [t["ansible.builtin.shell"]["cmd"] for t in tasks
               if isinstance(t.get("ansible.builtin.shell"), dict)]  # fmt: skip
     check(
