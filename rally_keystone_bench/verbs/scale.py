@@ -19,7 +19,7 @@ from typing import Any
 
 from rally_keystone_bench import boundary
 from rally_keystone_bench.deploy import venv
-from rally_keystone_bench.deploy.keystone import Deployment
+from rally_keystone_bench.deploy.deployment import Deployment
 from rally_keystone_bench.driver import targets
 from rally_keystone_bench.driver import task as rally_task
 from rally_keystone_bench.errors import BenchError, Interrupted

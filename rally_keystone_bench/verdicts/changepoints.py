@@ -47,15 +47,6 @@ class ChangePoint:
             return float("inf") if self.mean_after else 0.0
         return (self.mean_after - self.mean_before) / abs(self.mean_before)
 
-    def sentence(self) -> str:
-        """pyperf's phrasing: the direction and size first, then what backs it."""
-        change = self.relative_change
-        word = "higher" if change > 0 else "lower"
-        return (
-            f"{abs(change) * 100:.1f}% {word} from run {self.index + 1} "
-            f"(mean {self.mean_before:.6g} -> {self.mean_after:.6g}, p = {self.p_value:.3f})"
-        )
-
 
 def _q_grid(dist: np.ndarray, min_size: int) -> np.ndarray:
     """Q(tau, kappa) of a segment from its distance matrix: the left side [0, tau) against

@@ -36,7 +36,6 @@ def test_a_15_percent_step_after_run_10_is_one_change_point_at_10_or_11(seed):
     assert cp.index in (10, 11)
     assert 0.10 < cp.relative_change < 0.20
     assert cp.p_value <= ChangePointSettings().alpha
-    assert "higher from run" in cp.sentence()
 
 
 def test_a_drop_is_reported_lower():
@@ -45,7 +44,6 @@ def test_a_drop_is_reported_lower():
     (cp,) = find_change_points(series)
     assert cp.index == 12
     assert cp.relative_change < -0.15
-    assert "lower" in cp.sentence()
 
 
 def test_two_steps_are_two_change_points_in_run_order():

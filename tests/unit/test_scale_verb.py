@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from rally_keystone_bench import cli
-from rally_keystone_bench.deploy.keystone import Deployment
+from rally_keystone_bench.deploy.deployment import Deployment
 from rally_keystone_bench.verbs import scale
 from rally_keystone_bench.verdicts import growth
 
