@@ -15,6 +15,7 @@ import contextlib
 import json
 import re
 import sqlite3
+import time
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
@@ -214,6 +215,20 @@ def _filters(where: dict[str, str | None]) -> tuple[str, list[str]]:
     return ("WHERE " + " AND ".join(clauses) if clauses else ""), params
 
 
+def _wal(conn: sqlite3.Connection) -> None:
+    """WAL mode. Two writers opening a new store at once: the switch answers "database is
+    locked" at once, without the busy timeout's wait, so it is tried again meanwhile."""
+    deadline = time.monotonic() + BUSY_TIMEOUT_S
+    while True:
+        try:
+            conn.execute("PRAGMA journal_mode=WAL")
+            return
+        except sqlite3.OperationalError as exc:
+            if "locked" not in str(exc) or time.monotonic() > deadline:
+                raise
+            time.sleep(0.05)
+
+
 def _connect_sqlite(path: str) -> sqlite3.Connection:
     target = Path(path)
     if target.is_dir():
@@ -222,7 +237,7 @@ def _connect_sqlite(path: str) -> sqlite3.Connection:
         raise BenchError(f"--history {path}: no directory {target.parent}")
     try:
         conn = sqlite3.connect(str(target), timeout=BUSY_TIMEOUT_S, isolation_level=None)
-        conn.execute("PRAGMA journal_mode=WAL")
+        _wal(conn)
         conn.execute("PRAGMA synchronous=NORMAL")
         conn.execute("PRAGMA foreign_keys=ON")
     except sqlite3.DatabaseError as exc:
