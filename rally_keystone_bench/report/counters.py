@@ -55,3 +55,22 @@ def add_to_junit(xml_text: str, changes: Sequence[CounterChange]) -> str:
 def add_to_junit_file(path: Path, changes: list) -> None:
     """The JUnit file at PATH with a counters test case per action of CHANGES added."""
     path.write_text(add_to_junit(path.read_text(), changes))
+
+
+def with_evidence(
+    verdict: str,
+    changes: Sequence[CounterChange],
+    latency_changed: Mapping[str, bool],
+    went: Sequence,
+    other: str,
+) -> str:
+    """VERDICT (compare's or gate's text) with Keystone's evidence: counts that changed
+    before it (they are exact), unchanged ones after it, then py-spy's functions whose
+    self time rose most (candidate minus OTHER, the base or the baseline)."""
+    counts = format_changes(changes, latency_changed)
+    moved = any(c.changed for c in changes)
+    lines = [*(counts if moved else []), verdict, *(counts if not moved else [])]
+    if went:
+        lines.append(f"where the time went (py-spy, self time per request, candidate - {other}):")
+        lines.extend(f"    {c.sentence()}" for c in went)
+    return "\n".join(lines)

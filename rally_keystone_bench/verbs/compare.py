@@ -33,17 +33,9 @@ def main(args: argparse.Namespace) -> int:
         max_failure_increase=args.max_failure_increase,
     )
     changes = counter_changes(args.base, args.candidate)
-    moved = any(c.changed for c in changes)
-    lines = report_counters.format_changes(changes, latency_moved(result))
-    if moved:  # exact counts that changed come first
-        print("\n".join(lines))
-    print(compare_report.format_text(result))
-    if lines and not moved:
-        print("\n".join(lines))
     went = where_time_went(args.base, args.candidate, base, cand)
-    if went:
-        print("where the time went (py-spy, self time per request, candidate - base):")
-        print("\n".join(f"    {c.sentence()}" for c in went))
+    text = compare_report.format_text(result)
+    print(report_counters.with_evidence(text, changes, latency_moved(result), went, "base"))
     if args.json:
         compare_report.write_json(result, args.json)
     if args.html:

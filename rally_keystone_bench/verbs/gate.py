@@ -348,17 +348,9 @@ def write_reports(
     latency said (exact counts have no noise to wait out), else the gate's.
     """
     changes = evidence.counter_changes(tolerance)
-    counter_lines = report_counters.format_changes(changes, latency_moved(result))
-    moved = any(c.changed for c in changes)
-    if moved:  # exact counts that changed come first
-        print("\n".join(counter_lines))
-    print(gate_report.format_text(result))
-    if counter_lines and not moved:
-        print("\n".join(counter_lines))
+    text = gate_report.format_text(result)
     went = evidence.where_time_went()
-    if went:
-        print("where the time went (py-spy, self time per request, candidate - baseline):")
-        print("\n".join(f"    {c.sentence()}" for c in went))
+    print(report_counters.with_evidence(text, changes, latency_moved(result), went, "baseline"))
     paths = {
         "JSON": out_dir / "gate.json",
         "HTML": out_dir / "gate.html",
