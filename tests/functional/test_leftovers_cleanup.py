@@ -227,9 +227,13 @@ def test_a_second_ctrl_c_on_a_cloud_run_prints_the_cleanup_that_cleans_it(small_
         [*BENCH, "run", str(task), "--existing-cloud", "--reports-dir", "reports"],
         cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
     )  # fmt: skip
+    # One reader per pipe: stderr line by line (the test waits on a line), stdout whole.
     lines: queue.Queue = queue.Queue()
     threading.Thread(target=lambda: [lines.put(x) for x in proc.stderr], daemon=True).start()
-    short, seen = None, []
+    outs: list[str] = []
+    stdout_reader = threading.Thread(target=lambda: outs.append(proc.stdout.read()), daemon=True)
+    stdout_reader.start()
+    short, seen, out = None, [], ""
     try:
         deadline = time.monotonic() + WAIT_S
         while time.monotonic() < deadline and proc.poll() is None:
@@ -244,7 +248,9 @@ def test_a_second_ctrl_c_on_a_cloud_run_prints_the_cleanup_that_cleans_it(small_
         while not any("SIGINT: stopping the load" in x for x in seen):
             seen.append(lines.get(timeout=WAIT_S))
         proc.send_signal(signal.SIGINT)
-        out, _ = proc.communicate(timeout=WAIT_S)
+        proc.wait(timeout=WAIT_S)
+        stdout_reader.join(timeout=60)
+        out = "".join(outs)
     finally:
         if proc.poll() is None:
             proc.kill()
