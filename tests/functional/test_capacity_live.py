@@ -55,6 +55,12 @@ def test_the_search_finds_the_mock_capacity(tmp_path):
     # progress on the terminal: probe k of about M, the rate and the verdict so far
     assert "probe 1 of about " in proc.stderr
     assert "rps so far" in proc.stderr
+    # 36 rps for 5 s holds 180 requests: no ramp step is lengthened for the slope
+    assert "64 rps, 5 s a step and 30 requests at least for the slope, " in proc.stderr
+    # every probe sampled the machine; the mock keeps no access log for Keystone's side
+    assert all(p["other_cpu"] is not None and p["steal"] is not None for p in probes)
+    assert all(p["server_p95"] is None for p in probes)
+    assert "n_spread_rps" in summary["result"]
 
 
 def test_a_low_that_already_degrades_exits_1(tmp_path):

@@ -11,6 +11,7 @@ import circles; no module over 600 lines, no function over 80.
 from __future__ import annotations
 
 import ast
+import collections
 import json
 import subprocess
 import sys
@@ -312,3 +313,12 @@ def test_no_module_over_600_lines_and_no_function_over_80():
     # A known offender fixed comes off the list, so it cannot grow back unseen.
     assert LONG_MODULES - long_modules == set(), "remove it from LONG_MODULES"
     assert LONG_FUNCTIONS - long_functions == set(), "remove it from LONG_FUNCTIONS"
+
+
+def test_no_two_test_modules_share_a_file_name():
+    """tests/ has no __init__.py: pytest imports a test file by its base name, and a second
+    file of the same name in another folder fails the whole collection ("import file
+    mismatch"), as tests/unit and tests/functional's test_capacity_evidence.py once did."""
+    tests = Path(__file__).resolve().parents[1]
+    names = collections.Counter(p.name for p in tests.rglob("test_*.py"))
+    assert [name for name, n in names.items() if n > 1] == []
