@@ -9,7 +9,9 @@ import sys
 
 import pytest
 
-pytestmark = pytest.mark.functional
+# slow: each point of a sweep starts a Keystone of its own (several deployments a test,
+# like the matrix's), about a minute and a half a sweep here.
+pytestmark = [pytest.mark.functional, pytest.mark.slow]
 
 
 def test_a_tiny_revocation_sweep_prints_each_point_and_the_growth(tmp_path):
