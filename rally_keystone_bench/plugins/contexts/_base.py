@@ -92,6 +92,16 @@ class BenchContext(rally_context.Context):
         if not chain:
             _set_up.pop(self._owner(), None)
 
+    def make_each(self, make: Any, items: list, workers: int) -> None:
+        """MAKE(item) for every item, WORKERS at a time. The first failure stops the rest;
+        what was made is then cleaned up and the setup fails, naming the error."""
+        _, errors, _ = _admin.run_parallel(make, items, workers, fail_fast=True)
+        if errors:
+            self.cleanup()
+            raise exceptions.ContextSetupFailure(
+                ctx_name=self.get_name(), msg=describe_errors(errors)
+            )
+
     def cleanup_on_interrupt(self) -> None:
         """Ctrl-C during setup: Rally's context manager only cleans up after an
         Exception, so clean up this context and the ones set up before it, in

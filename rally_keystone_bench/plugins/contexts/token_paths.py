@@ -53,12 +53,7 @@ class KeystoneTotp(_base.BenchContext):
             self.made[user["id"]] = {"credential_id": credential_id, "secret": secret}
 
         users = self.context.get("users") or []
-        _, errors, _ = run_parallel(enrol, users, workers, fail_fast=True)
-        if errors:
-            self.cleanup()
-            raise exceptions.ContextSetupFailure(
-                ctx_name=self.get_name(), msg=_base.describe_errors(errors)
-            )
+        self.make_each(enrol, users, workers)
         LOG.info(f"keystone_totp: enrolled {len(self.made)} TOTP credentials")
 
     def cleanup(self) -> None:
@@ -103,12 +98,7 @@ class KeystoneTrusts(_base.BenchContext):
             self.context["keystone_trusts"][trustee["id"]] = trust_id
 
         workers = self.config["resource_management_workers"]
-        _, errors, _ = run_parallel(create, pairs, workers, fail_fast=True)
-        if errors:
-            self.cleanup()
-            raise exceptions.ContextSetupFailure(
-                ctx_name=self.get_name(), msg=_base.describe_errors(errors)
-            )
+        self.make_each(create, pairs, workers)
         LOG.info(f"keystone_trusts: created {len(self.made)} trusts")
 
     def cleanup(self) -> None:
@@ -184,12 +174,7 @@ class KeystoneScopeRoles(_base.BenchContext):
             self.admin.request("PUT", path, f"grant {path}")
             self.granted.append(path)
 
-        _, errors, _ = run_parallel(grant, grants, workers, fail_fast=True)
-        if errors:
-            self.cleanup()
-            raise exceptions.ContextSetupFailure(
-                ctx_name=self.get_name(), msg=_base.describe_errors(errors)
-            )
+        self.make_each(grant, grants, workers)
         LOG.info(f"keystone_scope_roles: {len(self.granted)} grants")
 
     def cleanup(self) -> None:
