@@ -29,8 +29,9 @@ from rally_keystone_bench import shipped
 from rally_keystone_bench.clients import credentials
 from rally_keystone_bench.deploy.deployment import Deployment
 from rally_keystone_bench.deploy.keystone import LocalKeystone
-from rally_keystone_bench.driver import preflight, targets
+from rally_keystone_bench.driver import left_behind, preflight, targets
 from rally_keystone_bench.driver import task as rally_task
+from rally_keystone_bench.driver.rally import auth_url_of
 from rally_keystone_bench.driver.task import progress
 from rally_keystone_bench.engines.locust import engine
 from rally_keystone_bench.errors import BenchError
@@ -186,22 +187,31 @@ def run_rally(args: argparse.Namespace, settings: Any, out_dir: Path, run_dir: P
     mock = options.mock(args, run_dir) if args.target == "mock" else None
     cloud = options.cloud_spec(args) if args.target == "cloud" else None
     deployment = server_deployment(args) if args.target == "local" else None
-    with targets.prepared_env(run_dir, cloud=cloud, mock=mock, deployment=deployment) as env:
-        progress(f"target: {targets.describe(args.target, env.auth_url, mock)}")
-        log_path = out_dir / "rally-task.log"
-        run = rally_task.start_task(
-            env.home,
-            env.name,
-            task_file,
-            cap.task_args(settings.rate),
-            log_path,
-            config=env.home.quiet_config(),
-        )
-        if run.uuid is None:
-            raise BenchError(f"rally task start exited {run.rc} without a result; see {log_path}")
-        report = out_dir / "rally-report.json"
-        env.home.rally("task", "report", run.uuid, "--json", "--out", str(report))
-    return summarize(report, out_dir)
+    tasks: list[rally_task.TaskOutcome] = []  # what the task may have left on a cloud
+    try:
+        with targets.prepared_env(run_dir, cloud=cloud, mock=mock, deployment=deployment) as env:
+            progress(f"target: {targets.describe(args.target, env.auth_url, mock)}")
+            log_path = out_dir / "rally-task.log"
+            with left_behind.recorded(tasks):
+                run = rally_task.start_task(
+                    env.home,
+                    env.name,
+                    task_file,
+                    cap.task_args(settings.rate),
+                    log_path,
+                    config=env.home.quiet_config(),
+                )
+            tasks.append(left_behind.outcome_of(run))
+            if run.uuid is None:
+                raise BenchError(
+                    f"rally task start exited {run.rc} without a result; see {log_path}"
+                )
+            report = out_dir / "rally-report.json"
+            env.home.rally("task", "report", run.uuid, "--json", "--out", str(report))
+        return summarize(report, out_dir)
+    finally:
+        if cloud is not None:  # a local Keystone or the mock goes with whatever was left
+            left_behind.say_left_behind(tasks, auth_url_of(cloud), args.spec)
 
 
 def summarize(report: Path, out_dir: Path) -> int:

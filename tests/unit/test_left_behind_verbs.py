@@ -1,0 +1,157 @@
+"""capacity and load on a cloud, cut short: the cleanup command from their recorded workloads.
+
+``run --existing-cloud`` printed it (issue 27 item 5); a capacity probe or a
+``load --engine rally`` task cut short on a cloud leaves the same names and
+must print the same line. Rally itself is replaced here by a task run whose
+workloads sit in a real Rally-shaped SQLite database, as Rally writes them
+when the task starts.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import sqlite3
+import types
+from pathlib import Path
+
+import pytest
+
+from rally_keystone_bench import cli
+from rally_keystone_bench.driver import left_behind, targets
+from rally_keystone_bench.driver import task as rally_task
+from rally_keystone_bench.errors import Interrupted
+from rally_keystone_bench.verbs import load
+
+AUTH_URL = "http://127.0.0.1:5000/v3"
+WORKLOADS = ["4a88fea2-1111-4000-8000-000000000001", "0badcafe-2222-4000-8000-000000000002"]
+
+
+def fake_home(path: Path, task_uuid: str, workloads: list[str]) -> types.SimpleNamespace:
+    """A Rally home whose database holds TASK_UUID's WORKLOADS; every rally command fails."""
+    path.mkdir(parents=True, exist_ok=True)
+    with contextlib.closing(sqlite3.connect(path / "rally.sqlite")) as conn, conn:
+        conn.execute("CREATE TABLE workloads (id INTEGER PRIMARY KEY, uuid TEXT, task_uuid TEXT)")
+        conn.executemany(
+            "INSERT INTO workloads (uuid, task_uuid) VALUES (?, ?)",
+            [(w, task_uuid) for w in workloads],
+        )
+    return types.SimpleNamespace(
+        path=path,
+        rally=lambda *a, **k: types.SimpleNamespace(returncode=1, stdout="", stderr=""),
+        quiet_config=lambda: None,
+    )
+
+
+def task_run(home, tmp_path: Path, rc: int = -9) -> rally_task.TaskRun:
+    run = rally_task.TaskRun(home, tmp_path / "probe.yaml", tmp_path / "probe.rally.log")
+    run.log_path.write_text("")
+    run.uuid, run.rc = "e16c1366-ecc3-442d-9ece-34a697a07cd8", rc
+    return run
+
+
+@pytest.fixture
+def cloud(tmp_path, monkeypatch):
+    """OS_* variables of a cloud, and a prepared env on it whose Rally home is fake_home."""
+    monkeypatch.chdir(tmp_path)
+    for k, v in dict(
+        OS_AUTH_URL=AUTH_URL, OS_USERNAME="admin", OS_PASSWORD="pw", OS_PROJECT_NAME="admin"
+    ).items():
+        monkeypatch.setenv(k, v)
+    home = fake_home(tmp_path / "home", "e16c1366-ecc3-442d-9ece-34a697a07cd8", WORKLOADS)
+
+    @contextlib.contextmanager
+    def prepared_env(run_dir, **kw):
+        assert kw.get("cloud") is not None
+        yield targets.ReadyEnv(home, "env", AUTH_URL)
+
+    monkeypatch.setattr(targets, "prepared_env", prepared_env)
+    return home
+
+
+def test_the_command_names_each_recorded_workload_of_a_killed_task(tmp_path):
+    run = task_run(
+        fake_home(tmp_path / "home", "e16c1366-ecc3-442d-9ece-34a697a07cd8", WORKLOADS), tmp_path
+    )
+    outcome = left_behind.outcome_of(run)
+    assert outcome.workload_uuids == WORKLOADS and outcome.may_have_left
+    (line,) = left_behind.left_behind_lines([outcome], AUTH_URL, None)
+    assert line.startswith("rally task start exited -9 before its cleanup ended")
+    assert "rkb-4a88fea2-*, c_rally_4a88fea2_*, rkb-0badcafe-*, c_rally_0badcafe_*" in line
+    assert line.endswith("keystone-bench cleanup --workload 4a88fea2 --workload 0badcafe")
+
+
+def test_a_task_that_ended_and_cleaned_up_says_nothing(tmp_path):
+    run = task_run(
+        fake_home(tmp_path / "home", "e16c1366-ecc3-442d-9ece-34a697a07cd8", WORKLOADS),
+        tmp_path,
+        rc=0,
+    )
+    assert left_behind.left_behind_lines([left_behind.outcome_of(run)], AUTH_URL, None) == []
+
+
+def test_a_context_that_said_it_left_something_is_named(tmp_path):
+    run = task_run(
+        fake_home(tmp_path / "home", "e16c1366-ecc3-442d-9ece-34a697a07cd8", WORKLOADS),
+        tmp_path,
+        rc=0,
+    )
+    run.log_path.write_text("keystone_users cleanup: 2 users left behind\n")
+    (line,) = left_behind.left_behind_lines([left_behind.outcome_of(run)], AUTH_URL, "s.yaml")
+    assert line.startswith("a context's cleanup failed.")
+    assert line.endswith(f"--workload 0badcafe --spec {Path('s.yaml').resolve()}")
+
+
+def test_a_capacity_probe_killed_on_a_cloud_prints_the_cleanup(
+    cloud, tmp_path, monkeypatch, capsys
+):
+    monkeypatch.setattr(rally_task, "start_task", lambda *a, **k: task_run(cloud, tmp_path))
+    argv = ["capacity", "--scenario", "authenticate", "--target", "cloud"]
+    argv += ["--low", "2", "--high", "4", "--warmup", "0", "--window", "5"]
+    assert cli.main(argv) == 2
+    out, err = capsys.readouterr()
+    assert "rally task start exited -9 without a result" in err
+    said = [ln for ln in out.splitlines() if "keystone-bench cleanup" in ln]
+    assert len(said) == 1, out
+    assert said[0].startswith("rally task start exited -9 before its cleanup ended")
+    assert f"in the cloud at {AUTH_URL}" in said[0]
+    assert said[0].endswith("keystone-bench cleanup --workload 4a88fea2 --workload 0badcafe")
+
+
+def test_load_rally_interrupted_twice_on_a_cloud_prints_the_cleanup(
+    cloud, tmp_path, monkeypatch, capsys
+):
+    monkeypatch.setattr(load, "cloud_credential", lambda args: {"auth_url": AUTH_URL})
+
+    def interrupted_twice(*a, **k):
+        exc = Interrupted(2)
+        exc.run, exc.twice = task_run(cloud, tmp_path, rc=-1), True
+        raise exc
+
+    monkeypatch.setattr(rally_task, "start_task", interrupted_twice)
+    argv = ["load", "--engine", "rally", "--target", "cloud", "--scenario", "authenticate"]
+    assert cli.main([*argv, "--rate", "2", "--duration", "2"]) == 130
+    out, _ = capsys.readouterr()
+    said = [ln for ln in out.splitlines() if "keystone-bench cleanup" in ln]
+    assert len(said) == 1, out
+    assert said[0].startswith("interrupted twice: cleanup cut short.")
+    assert said[0].endswith("keystone-bench cleanup --workload 4a88fea2 --workload 0badcafe")
+
+
+def test_load_rally_on_the_mock_says_nothing_of_a_cloud(tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    home = fake_home(tmp_path / "home", "e16c1366-ecc3-442d-9ece-34a697a07cd8", WORKLOADS)
+
+    @contextlib.contextmanager
+    def prepared_env(run_dir, **kw):
+        yield targets.ReadyEnv(home, "env", AUTH_URL)
+
+    def interrupted_twice(*a, **k):
+        exc = Interrupted(2)
+        exc.run, exc.twice = task_run(home, tmp_path, rc=-1), True
+        raise exc
+
+    monkeypatch.setattr(targets, "prepared_env", prepared_env)
+    monkeypatch.setattr(rally_task, "start_task", interrupted_twice)
+    argv = ["load", "--engine", "rally", "--target", "mock", "--scenario", "authenticate"]
+    assert cli.main([*argv, "--rate", "2", "--duration", "2"]) == 130
+    assert "keystone-bench cleanup" not in capsys.readouterr().out
