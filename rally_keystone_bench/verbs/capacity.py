@@ -247,6 +247,8 @@ class RallyProber:
         self.tasks.append(left_behind.outcome_of(run))
         json_path = self.out_dir / f"{stem}.json"
         what = f"probe {watcher.number} ({stem})"
+        if run.rc < 0:  # killed from outside (a signal of ours raises Interrupted instead)
+            raise BenchError(f"{what}: rally task start exited {run.rc}, killed; see {log_path}")
         if run.uuid is None or not rally_task.json_report(self.home, run.uuid, json_path):
             raise BenchError(
                 f"{what}: rally task start exited {run.rc} without a result; see {log_path}"

@@ -265,3 +265,62 @@ def test_a_second_ctrl_c_on_a_cloud_run_prints_the_cleanup_that_cleans_it(small_
     finally:
         if short:
             leftovers.delete_workload(admin, short)
+
+
+def test_a_capacity_probe_cut_short_on_a_cloud_prints_the_cleanup_that_cleans_it(
+    small_keystone, tmp_path
+):
+    """``capacity --target cloud``: SIGINT once the probe's workload has its project in
+    Keystone (its contexts are setting up or the load has begun), a second SIGINT once
+    keystone-bench said it is stopping the load: exit 130, "interrupted twice: cleanup
+    cut short" and the command, which as printed leaves no project or user of the
+    workload. Whether Rally's cleanup got anywhere before the second signal is luck, so
+    the test asserts the line and the clean cloud, not that something was left. Slack:
+    polled every 0.2 s; the probe's 30 s window leaves Rally running for half a minute
+    after its setup, and each wait is bounded by WAIT_S."""
+    env = cloud_environ(small_keystone)
+    admin = AdminClient(small_keystone.admin_credentials, pool_size=2)
+    argv = ["capacity", "--scenario", "authenticate", "--target", "cloud", "--low", "2"]
+    argv += ["--high", "4", "--warmup", "0", "--window", "30", "--reports-dir", "reports"]
+    proc = subprocess.Popen(
+        [*BENCH, *argv], cwd=tmp_path, env=env, stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    lines: queue.Queue = queue.Queue()
+    threading.Thread(target=lambda: [lines.put(x) for x in proc.stderr], daemon=True).start()
+    short, seen = None, []
+    try:
+        deadline = time.monotonic() + WAIT_S
+        while time.monotonic() < deadline and proc.poll() is None:
+            workload = workload_of(tmp_path)
+            if workload:
+                short = leftovers.short_id(workload)
+                if admin.list_prefixed("projects", leftovers.run_prefix(short)):
+                    break
+            time.sleep(0.2)
+        assert proc.poll() is None and short
+        proc.send_signal(signal.SIGINT)
+        while not any("SIGINT: stopping the load" in x for x in seen):
+            seen.append(lines.get(timeout=WAIT_S))
+        proc.send_signal(signal.SIGINT)
+        out, _ = proc.communicate(timeout=WAIT_S)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    try:
+        assert proc.returncode == 130, "".join(seen)[-3000:]
+        said = [ln for ln in out.splitlines() if "keystone-bench cleanup" in ln]
+        assert len(said) == 1 and said[0].startswith("interrupted twice: cleanup cut short"), out
+        assert f"in the cloud at {small_keystone.auth_url}" in said[0]
+        command = re.search(r"keystone-bench cleanup .*$", said[0]).group(0)
+        assert command == f"keystone-bench cleanup --workload {short}"
+        done = subprocess.run(
+            [*BENCH, *shlex.split(command)[1:]],
+            capture_output=True, text=True, cwd=tmp_path, env=env, timeout=WAIT_S,
+        )  # fmt: skip
+        assert done.returncode == 0, done.stderr
+        assert remaining(admin, short) == {}
+    finally:
+        if short:
+            leftovers.delete_workload(admin, short)
