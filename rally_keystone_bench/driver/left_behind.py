@@ -58,6 +58,18 @@ def left_behind_lines(
     return lines
 
 
+def load_line(run_id: str, what: str, auth_url: str, spec: str | None) -> str:
+    """WHAT a Locust load RUN_ID left in the cloud at AUTH_URL, and the command that deletes it."""
+    words = ["keystone-bench", "cleanup", "--load", run_id]
+    if spec:
+        words += ["--spec", shlex.quote(str(Path(spec).resolve()))]
+    where = "" if spec else ", the same OS_* variables set"
+    return (
+        f"the Locust master did not delete what it made. Left in the cloud at {auth_url}: "
+        f"{what}. Delete them{where}, with: {' '.join(words)}"
+    )
+
+
 def say_left_behind(outcomes: Sequence[TaskOutcome], auth_url: str, spec: str | None) -> None:
     """Print (stdout) what OUTCOMES may have left in the cloud at AUTH_URL, and its cleanup."""
     for line in left_behind_lines(outcomes, auth_url, spec):

@@ -27,6 +27,7 @@ from typing import Any
 
 from rally_keystone_bench import shipped
 from rally_keystone_bench.clients import credentials
+from rally_keystone_bench.clients.admin import AdminClient
 from rally_keystone_bench.deploy.deployment import Deployment
 from rally_keystone_bench.deploy.keystone import LocalKeystone
 from rally_keystone_bench.driver import left_behind, preflight, targets
@@ -34,6 +35,7 @@ from rally_keystone_bench.driver import task as rally_task
 from rally_keystone_bench.driver.rally import auth_url_of
 from rally_keystone_bench.driver.task import progress
 from rally_keystone_bench.engines.locust import engine
+from rally_keystone_bench.engines.locust import setup as locust_setup
 from rally_keystone_bench.errors import BenchError
 from rally_keystone_bench.report import records, render
 from rally_keystone_bench.report.redact import redact
@@ -129,10 +131,14 @@ def run_locust(
     run_dir: Path,
     cloud: dict | None = None,
 ) -> int:
+    run_id = locust_setup.new_run_id()  # the names of the users it makes: kbl-<run_id>
     with admin_target(args, run_dir, cloud=cloud) as (credential, desc):
         progress(f"target: {desc}")
         try:
-            result = engine.run_load(settings, credential, out_dir / "locust", progress)
+            with said_left_in_cloud(run_id, cloud, args.spec):
+                result = engine.run_load(
+                    settings, credential, out_dir / "locust", progress, run_id=run_id
+                )
         except KeyboardInterrupt as exc:
             kept = getattr(exc, "result", None)
             if kept is not None:  # what was sent until the signal: reported, then 130/143
@@ -151,11 +157,33 @@ def run_locust(
         f"workers: {len(meta['workers'])}; samples: {got} received of "
         f"{meta['samples_reported']} the workers sent, {meta['samples_in_report']} in the report"
     )
-    if meta.get("left_behind"):
+    if meta.get("left_behind"):  # on a cloud, said_left_in_cloud printed its cleanup
         raise BenchError(f"left in Keystone: {', '.join(meta['left_behind'])}")
     if meta.get("error"):
         raise BenchError(f"{meta['error']} (report kept: {report})")
     return rc
+
+
+@contextlib.contextmanager
+def said_left_in_cloud(run_id: str, cloud: dict | None, spec: str | None) -> Iterator[None]:
+    """On a cloud, after the load however it ended: what the master left there, and its cleanup.
+
+    The master deletes its users and project itself, at a signal too; a
+    master killed (SIGKILL, the OOM killer) or a failed delete leaves them.
+    Looked up in the cloud, not guessed; when the cloud does not answer,
+    the names they would carry are said.
+    """
+    try:
+        yield
+    finally:
+        if cloud is not None:
+            try:
+                found = locust_setup.find_run(AdminClient(cloud, pool_size=2), run_id)
+                what = ", ".join(f"{k[:-1]} {r['name']}" for k, rs in found.items() for r in rs)
+            except Exception:  # cannot tell: say what may be there
+                what = f"maybe users and a project named {locust_setup.run_prefix(run_id)}*"
+            if what:
+                print(left_behind.load_line(run_id, what, cloud["auth_url"], spec))
 
 
 def check_rally(settings: Any, force: bool = False) -> None:

@@ -19,7 +19,7 @@ import pytest
 from rally_keystone_bench import cli
 from rally_keystone_bench.driver import left_behind, targets
 from rally_keystone_bench.driver import task as rally_task
-from rally_keystone_bench.errors import Interrupted
+from rally_keystone_bench.errors import BenchError, Interrupted
 from rally_keystone_bench.verbs import load
 
 AUTH_URL = "http://127.0.0.1:5000/v3"
@@ -155,3 +155,78 @@ def test_load_rally_on_the_mock_says_nothing_of_a_cloud(tmp_path, monkeypatch, c
     argv = ["load", "--engine", "rally", "--target", "mock", "--scenario", "authenticate"]
     assert cli.main([*argv, "--rate", "2", "--duration", "2"]) == 130
     assert "keystone-bench cleanup" not in capsys.readouterr().out
+
+
+# -- load --engine locust: the master deletes its own users; when it could not ---------
+class FakeAdmin:
+    """A cloud holding LEFT (kind -> names), found by prefix as Keystone's filter does."""
+
+    left: dict[str, list[str]] = {}
+
+    def __init__(self, credential, pool_size=8):
+        assert credential["auth_url"] == AUTH_URL
+
+    def list_prefixed(self, kind, prefix, domain_id=None):
+        return [{"id": n, "name": n} for n in self.left.get(kind, []) if n.startswith(prefix)]
+
+
+def locust_on_a_cloud(monkeypatch, left_for_run, master):
+    """load --engine locust --target cloud whose master does MASTER(run_id); the cloud then
+    holds LEFT_FOR_RUN(run_id). The run id the verb printed, its stdout and exit code."""
+    seen = {}
+
+    def run_load(settings, credential, out_dir, say, run_id=None, **kw):
+        seen["run_id"] = run_id
+        FakeAdmin.left = left_for_run(run_id)
+        master(run_id)
+
+    monkeypatch.setattr(load, "cloud_credential", lambda args: {"auth_url": AUTH_URL})
+    monkeypatch.setattr(load.engine, "run_load", run_load)
+    monkeypatch.setattr(load, "AdminClient", FakeAdmin)
+    argv = ["load", "--engine", "locust", "--target", "cloud", "--scenario", "authenticate"]
+    return seen, argv + ["--rate", "2", "--duration", "2"]
+
+
+def killed_master(run_id):
+    raise BenchError("the Locust master ended without a result: Killed")
+
+
+def test_a_killed_locust_master_on_a_cloud_prints_the_cleanup_of_what_it_left(
+    tmp_path, monkeypatch, capsys
+):
+    monkeypatch.chdir(tmp_path)
+    seen, argv = locust_on_a_cloud(
+        monkeypatch,
+        lambda r: {
+            "users": [f"kbl-{r}-u0", f"kbl-{r}-u1", "kbl-00000000-u0"],
+            "projects": [f"kbl-{r}"],
+        },
+        killed_master,
+    )
+    assert cli.main(argv) == 2
+    run_id = seen["run_id"]
+    assert len(run_id) == 8
+    out = capsys.readouterr().out
+    said = [ln for ln in out.splitlines() if "keystone-bench cleanup" in ln]
+    assert len(said) == 1, out
+    assert f"user kbl-{run_id}-u0, user kbl-{run_id}-u1, project kbl-{run_id}." in said[0]
+    assert "kbl-00000000" not in said[0]  # another load's
+    assert said[0].endswith(f"keystone-bench cleanup --load {run_id}")
+
+
+def test_a_locust_master_that_cleaned_up_says_nothing(tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    _, argv = locust_on_a_cloud(
+        monkeypatch, lambda r: {"users": ["kbl-00000000-u0"]}, killed_master
+    )
+    assert cli.main(argv) == 2
+    assert "keystone-bench cleanup" not in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("bad", ["", "4a88fea", "kbl-4a88fea2", "4a88fea2*", "../x"])
+def test_cleanup_load_refuses_anything_but_an_id_in_one_line(bad, capsys, monkeypatch):
+    for k in ("OS_AUTH_URL", "OS_USERNAME", "OS_PASSWORD"):
+        monkeypatch.setenv(k, "x")
+    assert cli.main(["cleanup", "--load", bad]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "--load" in err[0]
