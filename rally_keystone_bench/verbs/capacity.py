@@ -22,6 +22,7 @@ from rally_keystone_bench.driver import left_behind, targets
 from rally_keystone_bench.driver import task as rally_task
 from rally_keystone_bench.driver.probe_evidence import ProbeEvidence
 from rally_keystone_bench.driver.rally import RallyHome, auth_url_of
+from rally_keystone_bench.engines.locust import setup as locust_setup
 from rally_keystone_bench.engines.locust.engine import MAX_PLANNED_REQUESTS
 from rally_keystone_bench.errors import BenchError
 from rally_keystone_bench.history.records import ActionRow
@@ -510,9 +511,13 @@ def main(args: argparse.Namespace) -> int:
 
 def say_left_behind(probers: list, cloud: dict | None, spec: str | None) -> None:
     """On a cloud: what probes cut short (or whose cleanup failed) may have left there."""
-    if cloud is not None and probers:
-        tasks = getattr(probers[0], "tasks", [])  # a LocustProber deletes its own users
-        left_behind.say_left_behind(tasks, auth_url_of(cloud), spec)
+    if cloud is None or not probers:
+        return
+    left_behind.say_left_behind(getattr(probers[0], "tasks", []), auth_url_of(cloud), spec)
+    for run_id in getattr(probers[0], "run_ids", []):  # a Locust master killed
+        what = locust_setup.describe_left(probers[0].credential, run_id)
+        if what:
+            print(left_behind.load_line(run_id, what, auth_url_of(cloud), spec))
 
 
 def capacity_row(settings: capacity.Settings, outcome: capacity.Outcome) -> ActionRow:

@@ -27,7 +27,6 @@ from typing import Any
 
 from rally_keystone_bench import shipped
 from rally_keystone_bench.clients import credentials
-from rally_keystone_bench.clients.admin import AdminClient
 from rally_keystone_bench.deploy.deployment import Deployment
 from rally_keystone_bench.deploy.keystone import LocalKeystone
 from rally_keystone_bench.driver import left_behind, preflight, targets
@@ -170,20 +169,14 @@ def said_left_in_cloud(run_id: str, cloud: dict | None, spec: str | None) -> Ite
 
     The master deletes its users and project itself, at a signal too; a
     master killed (SIGKILL, the OOM killer) or a failed delete leaves them.
-    Looked up in the cloud, not guessed; when the cloud does not answer,
-    the names they would carry are said.
+    Looked up in the cloud (``setup.describe_left``).
     """
     try:
         yield
     finally:
-        if cloud is not None:
-            try:
-                found = locust_setup.find_run(AdminClient(cloud, pool_size=2), run_id)
-                what = ", ".join(f"{k[:-1]} {r['name']}" for k, rs in found.items() for r in rs)
-            except Exception:  # cannot tell: say what may be there
-                what = f"maybe users and a project named {locust_setup.run_prefix(run_id)}*"
-            if what:
-                print(left_behind.load_line(run_id, what, cloud["auth_url"], spec))
+        what = locust_setup.describe_left(cloud, run_id) if cloud is not None else ""
+        if what:
+            print(left_behind.load_line(run_id, what, cloud["auth_url"], spec))
 
 
 def check_rally(settings: Any, force: bool = False) -> None:

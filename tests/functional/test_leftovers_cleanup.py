@@ -27,6 +27,7 @@ import pytest
 
 from rally_keystone_bench.clients import credentials
 from rally_keystone_bench.clients.admin import AdminClient
+from rally_keystone_bench.engines.locust import setup as locust_setup
 from rally_keystone_bench.plugins.contexts import leftovers
 
 pytestmark = pytest.mark.functional
@@ -324,3 +325,36 @@ def test_a_capacity_probe_cut_short_on_a_cloud_prints_the_cleanup_that_cleans_it
     finally:
         if short:
             leftovers.delete_workload(admin, short)
+
+
+def test_cleanup_load_deletes_what_a_locust_load_made_and_nothing_else(
+    small_keystone, tmp_path, monkeypatch
+):
+    """The users and project a Locust master makes (setup.prepare, under the run id
+    keystone-bench gave it), as a killed master leaves them: ``cleanup --load ID``
+    deletes them and not another load's."""
+    admin = AdminClient(small_keystone.admin_credentials, pool_size=2)
+    run_id, other = locust_setup.new_run_id(), locust_setup.new_run_id()
+    monkeypatch.setenv(locust_setup.RUN_ID_ENV, run_id)
+    made = locust_setup.prepare(admin, 2)
+    _, kept = admin.request(
+        "POST", "/projects", "create", json={"project": {"name": f"kbl-{other}"}}
+    )
+    try:
+        assert made.run_id == run_id
+        assert {k: len(v) for k, v in locust_setup.find_run(admin, run_id).items()} == {
+            "users": 2,
+            "projects": 1,
+        }
+        proc = subprocess.run(
+            [*BENCH, "cleanup", "--load", run_id],
+            capture_output=True, text=True, cwd=tmp_path, env=cloud_environ(small_keystone),
+            timeout=WAIT_S,
+        )  # fmt: skip
+        assert proc.returncode == 0, proc.stderr
+        assert proc.stdout == f"load {run_id}: deleted 2 users, 1 projects (kbl-{run_id}*)\n"
+        assert locust_setup.find_run(admin, run_id) == {"users": [], "projects": []}
+        assert admin.get("projects", kept["project"]["id"]) is not None  # another load's
+    finally:
+        admin.delete("projects", kept["project"]["id"])
+        locust_setup.delete_run(admin, run_id)

@@ -19,6 +19,7 @@ import pytest
 from rally_keystone_bench import cli
 from rally_keystone_bench.driver import left_behind, targets
 from rally_keystone_bench.driver import task as rally_task
+from rally_keystone_bench.engines.locust import setup as locust_setup
 from rally_keystone_bench.errors import BenchError, Interrupted
 from rally_keystone_bench.verbs import load
 
@@ -182,7 +183,7 @@ def locust_on_a_cloud(monkeypatch, left_for_run, master):
 
     monkeypatch.setattr(load, "cloud_credential", lambda args: {"auth_url": AUTH_URL})
     monkeypatch.setattr(load.engine, "run_load", run_load)
-    monkeypatch.setattr(load, "AdminClient", FakeAdmin)
+    monkeypatch.setattr(locust_setup, "AdminClient", FakeAdmin)
     argv = ["load", "--engine", "locust", "--target", "cloud", "--scenario", "authenticate"]
     return seen, argv + ["--rate", "2", "--duration", "2"]
 
@@ -230,3 +231,25 @@ def test_cleanup_load_refuses_anything_but_an_id_in_one_line(bad, capsys, monkey
     assert cli.main(["cleanup", "--load", bad]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "--load" in err[0]
+
+
+def test_a_killed_locust_master_in_a_capacity_probe_on_a_cloud_prints_its_cleanup(
+    tmp_path, monkeypatch, capsys
+):
+    monkeypatch.chdir(tmp_path)
+    for k, v in dict(
+        OS_AUTH_URL=AUTH_URL, OS_USERNAME="admin", OS_PASSWORD="pw", OS_PROJECT_NAME="admin"
+    ).items():
+        monkeypatch.setenv(k, v)
+    monkeypatch.setattr(targets, "check_reachable", lambda url: None)
+    seen, _ = locust_on_a_cloud(
+        monkeypatch, lambda r: {"users": [f"kbl-{r}-u0"], "projects": [f"kbl-{r}"]}, killed_master
+    )
+    argv = ["capacity", "--scenario", "authenticate", "--target", "cloud", "--engine", "locust"]
+    assert cli.main([*argv, "--low", "2", "--high", "4", "--warmup", "0", "--window", "5"]) == 2
+    out = capsys.readouterr().out
+    said = [ln for ln in out.splitlines() if "keystone-bench cleanup" in ln]
+    assert len(said) == 1, out
+    run_id = seen["run_id"]
+    assert f"user kbl-{run_id}-u0, project kbl-{run_id}." in said[0]
+    assert said[0].endswith(f"keystone-bench cleanup --load {run_id}")

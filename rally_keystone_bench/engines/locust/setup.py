@@ -181,3 +181,15 @@ def delete_run(admin: AdminClient, run_id: str, workers: int = 8) -> dict[str, i
     if failures:
         raise failures[0]
     return deleted
+
+
+def describe_left(credential: dict, run_id: str) -> str:
+    """What load RUN_ID left in the cloud of CREDENTIAL ("" nothing), looked up, not guessed.
+
+    When the cloud does not answer, the names they would carry.
+    """
+    try:
+        found = find_run(AdminClient(credential, pool_size=2), run_id)
+    except Exception:  # cannot tell: say what may be there
+        return f"maybe users and a project named {run_prefix(run_id)}*"
+    return ", ".join(f"{kind[:-1]} {r['name']}" for kind, rs in found.items() for r in rs)
