@@ -358,3 +358,70 @@ def test_cleanup_load_deletes_what_a_locust_load_made_and_nothing_else(
     finally:
         admin.delete("projects", kept["project"]["id"])
         locust_setup.delete_run(admin, run_id)
+
+
+def master_pid(cwd: Path) -> int | None:
+    """The ``locust --master`` whose output directory is under CWD (this test's), once its
+    log says it made its users."""
+    for log in cwd.glob("reports/*/locust/master.log"):
+        if "users made" not in log.read_text(errors="replace"):
+            continue
+        rel = str(log.parent.relative_to(cwd))
+        for entry in Path("/proc").iterdir():
+            if not entry.name.isdigit():
+                continue
+            try:
+                words = (entry / "cmdline").read_bytes().decode(errors="replace").split("\0")
+            except OSError:
+                continue
+            if "--master" in words and any(w.endswith(rel) for w in words):
+                return int(entry.name)
+    return None
+
+
+def test_a_killed_locust_master_on_a_cloud_prints_the_cleanup_that_cleans_it(
+    small_keystone, tmp_path
+):
+    """``load --engine locust --target cloud``: SIGKILL to this test's Locust master once
+    its log says its users are made (it cannot delete them then): exit 2, the names
+    left and ``keystone-bench cleanup --load ID``, which as printed leaves none of
+    them. Slack: polled every 0.2 s; the load runs 60 s after its users are made."""
+    env = cloud_environ(small_keystone)
+    admin = AdminClient(small_keystone.admin_credentials, pool_size=2)
+    argv = ["load", "--engine", "locust", "--target", "cloud", "--scenario", "authenticate"]
+    argv += ["--rate", "5", "--duration", "60", "--reports-dir", "reports"]
+    proc = subprocess.Popen(
+        [*BENCH, *argv], cwd=tmp_path, env=env, stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    run_id = None
+    try:
+        deadline = time.monotonic() + WAIT_S
+        pid = None
+        while time.monotonic() < deadline and proc.poll() is None and pid is None:
+            pid = master_pid(tmp_path)
+            time.sleep(0.2)
+        assert pid is not None, proc.stderr.read()[-3000:] if proc.poll() is not None else ""
+        os.kill(pid, signal.SIGKILL)
+        out, err = proc.communicate(timeout=WAIT_S)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    try:
+        assert proc.returncode == 2, err[-3000:]
+        assert "the Locust master was killed (SIGKILL)" in err
+        said = [ln for ln in out.splitlines() if "keystone-bench cleanup" in ln]
+        assert len(said) == 1, out
+        run_id = re.search(r"keystone-bench cleanup --load ([0-9a-f]{8})$", said[0]).group(1)
+        assert locust_setup.find_run(admin, run_id)["users"], "nothing was left: proves nothing"
+        assert f"project kbl-{run_id}." in said[0]
+        done = subprocess.run(
+            [*BENCH, *shlex.split(said[0].split("with: ", 1)[1])[1:]],
+            capture_output=True, text=True, cwd=tmp_path, env=env, timeout=WAIT_S,
+        )  # fmt: skip
+        assert done.returncode == 0, done.stderr
+        assert locust_setup.find_run(admin, run_id) == {"users": [], "projects": []}
+    finally:
+        if run_id:
+            locust_setup.delete_run(admin, run_id)

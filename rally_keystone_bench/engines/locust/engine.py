@@ -354,6 +354,11 @@ def run_load(
         for proc in procs[:1]:
             _stop(proc, grace=60.0)
     elapsed = time.monotonic() - t0
+    if not (out_dir / "run.json").exists() and (master.returncode or 0) < 0:
+        raise BenchError(
+            f"the Locust master was killed ({signal.Signals(-master.returncode).name}) "
+            f"before it wrote a result; see {master_log}"
+        )
     if not (out_dir / "run.json").exists():
         raise _no_result(master_log.read_text(errors="replace"), s, f"{host}:{port}")
     return _result(out_dir, elapsed, logs)
