@@ -529,12 +529,12 @@ def run_task(
     log_path = out_dir / f"{task_file.stem}.rally.log"
     try:
         run = start_task(home, env, task_file, task_args, log_path)
-        _describe_run(outcome, run, log_path)
+        describe_run(outcome, run, log_path)
     except Interrupted as exc:
         # Reports of what ran are written (finally) before the Keystone stops.
         run = getattr(exc, "run", None)
         if run is not None:
-            _describe_run(outcome, run, log_path)
+            describe_run(outcome, run, log_path)
         outcome.interrupted_by = exc.signum
         outcome.cleanup_cut_short = getattr(exc, "twice", False)
         exc.outcome = outcome
@@ -548,7 +548,7 @@ def run_task(
 LEFT_BEHIND_RE = re.compile(r"cleanup: .* left behind")
 
 
-def _describe_run(outcome: TaskOutcome, run: TaskRun, log_path: Path) -> None:
+def describe_run(outcome: TaskOutcome, run: TaskRun, log_path: Path) -> None:
     """OUTCOME's exit code, uuid, workloads and whether a context said it left something."""
     outcome.rally_exit, outcome.uuid = run.rc, run.uuid
     outcome.workload_uuids = run.workload_uuids()

@@ -18,10 +18,11 @@ from pathlib import Path
 from typing import Any
 
 from rally_keystone_bench import boundary, shipped
-from rally_keystone_bench.driver import targets
+from rally_keystone_bench.driver import left_behind, targets
 from rally_keystone_bench.driver import task as rally_task
 from rally_keystone_bench.driver.probe_evidence import ProbeEvidence
-from rally_keystone_bench.driver.rally import RallyHome
+from rally_keystone_bench.driver.rally import RallyHome, auth_url_of
+from rally_keystone_bench.engines.locust import setup as locust_setup
 from rally_keystone_bench.engines.locust.engine import MAX_PLANNED_REQUESTS
 from rally_keystone_bench.errors import BenchError
 from rally_keystone_bench.history.records import ActionRow
@@ -218,6 +219,7 @@ class RallyProber:
         self.done: list[capacity.Probe] = []
         self.lo: float | None = None  # highest passing rate so far
         self.hi: float | None = None  # lowest non-passing rate so far
+        self.tasks: list[rally_task.TaskOutcome] = []  # each probe's task, for say_left_behind
 
     def verdict_so_far(self) -> str:
         lo = fmt(self.lo) if self.lo is not None else "?"
@@ -231,19 +233,23 @@ class RallyProber:
         """One ``rally task start`` of the probe task; its run, JSON report and workload."""
         s = self.settings
         log_path = self.out_dir / f"{stem}.rally.log"
-        run = rally_task.start_task(
-            self.home,
-            self.env,
-            self.task_file,
-            {**task_args, **self.extra_args},
-            log_path,
-            # pooled_rps counts for itself: Rally's ITER lines are silenced (CPU).
-            config=self.home.quiet_config() if s.runner == "pooled_rps" else None,
-            extra=["--abort-on-sla-failure"] if s.abort_on_sla_failure else [],
-            watch=watcher,
-        )
+        with left_behind.recorded(self.tasks):  # what a cut-short probe may have left
+            run = rally_task.start_task(
+                self.home,
+                self.env,
+                self.task_file,
+                {**task_args, **self.extra_args},
+                log_path,
+                # pooled_rps counts for itself: Rally's ITER lines are silenced (CPU).
+                config=self.home.quiet_config() if s.runner == "pooled_rps" else None,
+                extra=["--abort-on-sla-failure"] if s.abort_on_sla_failure else [],
+                watch=watcher,
+            )
+        self.tasks.append(left_behind.outcome_of(run))
         json_path = self.out_dir / f"{stem}.json"
         what = f"probe {watcher.number} ({stem})"
+        if run.rc < 0:  # killed from outside (a signal of ours raises Interrupted instead)
+            raise BenchError(f"{what}: rally task start exited {run.rc}, killed; see {log_path}")
         if run.uuid is None or not rally_task.json_report(self.home, run.uuid, json_path):
             raise BenchError(
                 f"{what}: rally task start exited {run.rc} without a result; see {log_path}"
@@ -483,6 +489,7 @@ def main(args: argparse.Namespace) -> int:
                 partial, settings, target, out_dir, started_at, time.monotonic() - t0
             )
             rally_task.progress(f"the search did not finish; probes so far in {out_dir}")
+        say_left_behind(probers, cloud, args.spec)
         raise
     elapsed = time.monotonic() - t0
     json_path, html_path = capacity_report.write_reports(
@@ -493,12 +500,24 @@ def main(args: argparse.Namespace) -> int:
     print(f"capacity: {html_path}")
     print(f"capacity: {json_path}")
     print(f"elapsed: {elapsed_text(elapsed)}")
+    say_left_behind(probers, cloud, args.spec)
     if outcome.status == "not measurable":
         raise BenchError(outcome.message)
     options.record_history(
         args, "capacity", out_dir, deployment, where=target, rows=[capacity_row(settings, outcome)]
     )
     return outcome.exit_code
+
+
+def say_left_behind(probers: list, cloud: dict | None, spec: str | None) -> None:
+    """On a cloud: what probes cut short (or whose cleanup failed) may have left there."""
+    if cloud is None or not probers:
+        return
+    left_behind.say_left_behind(getattr(probers[0], "tasks", []), auth_url_of(cloud), spec)
+    for run_id in getattr(probers[0], "run_ids", []):  # a Locust master killed
+        what = locust_setup.describe_left(probers[0].credential, run_id)
+        if what:
+            print(left_behind.load_line(run_id, what, auth_url_of(cloud), spec))
 
 
 def capacity_row(settings: capacity.Settings, outcome: capacity.Outcome) -> ActionRow:

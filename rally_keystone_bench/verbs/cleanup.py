@@ -3,7 +3,8 @@
 ``--reuse TAG``: the projects and users a reuse tag kept. ``--workload ID``
 (repeatable): what a workload's contexts created and could not delete, a
 task cut short (keystone-bench prints this command with the IDs when that
-may have happened).
+may have happened). ``--load ID`` (repeatable): the users and project of a
+Locust load whose master was killed before it deleted them.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from typing import Any
 from rally_keystone_bench.clients import credentials
 from rally_keystone_bench.clients.admin import AdminClient
 from rally_keystone_bench.clients.retry import KeystoneAdminError
+from rally_keystone_bench.engines.locust import setup as locust_setup
 from rally_keystone_bench.errors import BenchError
 from rally_keystone_bench.plugins.contexts import leftovers, reuse
 
@@ -34,10 +36,13 @@ def admin_credential(args: argparse.Namespace) -> dict[str, Any]:
 
 def main(args: argparse.Namespace) -> int:
     """Delete the tag's projects, users and state file, or what the workloads left."""
-    if bool(args.reuse) == bool(args.workload):
-        raise BenchError("cleanup needs --reuse TAG or --workload ID (not both)")
+    given = [o for o in ("reuse", "workload", "load") if getattr(args, o, None)]
+    if len(given) != 1:
+        raise BenchError("cleanup needs one of --reuse TAG, --workload ID or --load ID")
     if args.workload:
         return clean_workloads(args)
+    if args.load:
+        return clean_loads(args)
     tag = reuse.check_tag(args.reuse)
     cred = admin_credential(args)
     admin = AdminClient(cred)
@@ -67,6 +72,20 @@ def clean_workloads(args: argparse.Namespace) -> int:
     return 0
 
 
+def clean_loads(args: argparse.Namespace) -> int:
+    """Delete the users and project each --load's Locust master left; one line per load."""
+    run_ids = list(dict.fromkeys(locust_setup.check_run_id(r) for r in args.load))
+    admin = AdminClient(admin_credential(args))
+    for run_id in run_ids:
+        name = f"{locust_setup.run_prefix(run_id)}*"
+        try:
+            counts = locust_setup.delete_run(admin, run_id)
+        except KeystoneAdminError as exc:
+            raise BenchError(f"cleanup of load {run_id} ({name}): {exc}") from None
+        print(f"load {run_id}: deleted {leftovers.describe(counts)} ({name})")
+    return 0
+
+
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """The options of ``keystone-bench cleanup``."""
     parser.add_argument("--reuse", default=None, metavar="TAG")
@@ -77,6 +96,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="ID",
         help="delete what this workload's contexts left (its uuid or first 8 hex digits, "
         "as an interrupted run printed it); repeatable",
+    )
+    parser.add_argument(
+        "--load",
+        action="append",
+        default=None,
+        metavar="ID",
+        help="delete the users and project a Locust load's master left (kbl-ID*, its 8 hex "
+        "digits as keystone-bench printed them); repeatable",
     )
     parser.add_argument("--spec", default=None)
     parser.add_argument("--run-dir", default=None)

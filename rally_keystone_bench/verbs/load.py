@@ -29,10 +29,12 @@ from rally_keystone_bench import shipped
 from rally_keystone_bench.clients import credentials
 from rally_keystone_bench.deploy.deployment import Deployment
 from rally_keystone_bench.deploy.keystone import LocalKeystone
-from rally_keystone_bench.driver import preflight, targets
+from rally_keystone_bench.driver import left_behind, preflight, targets
 from rally_keystone_bench.driver import task as rally_task
+from rally_keystone_bench.driver.rally import auth_url_of
 from rally_keystone_bench.driver.task import progress
 from rally_keystone_bench.engines.locust import engine
+from rally_keystone_bench.engines.locust import setup as locust_setup
 from rally_keystone_bench.errors import BenchError
 from rally_keystone_bench.report import records, render
 from rally_keystone_bench.report.redact import redact
@@ -128,10 +130,14 @@ def run_locust(
     run_dir: Path,
     cloud: dict | None = None,
 ) -> int:
+    run_id = locust_setup.new_run_id()  # the names of the users it makes: kbl-<run_id>
     with admin_target(args, run_dir, cloud=cloud) as (credential, desc):
         progress(f"target: {desc}")
         try:
-            result = engine.run_load(settings, credential, out_dir / "locust", progress)
+            with said_left_in_cloud(run_id, cloud, args.spec):
+                result = engine.run_load(
+                    settings, credential, out_dir / "locust", progress, run_id=run_id
+                )
         except KeyboardInterrupt as exc:
             kept = getattr(exc, "result", None)
             if kept is not None:  # what was sent until the signal: reported, then 130/143
@@ -150,11 +156,27 @@ def run_locust(
         f"workers: {len(meta['workers'])}; samples: {got} received of "
         f"{meta['samples_reported']} the workers sent, {meta['samples_in_report']} in the report"
     )
-    if meta.get("left_behind"):
+    if meta.get("left_behind"):  # on a cloud, said_left_in_cloud printed its cleanup
         raise BenchError(f"left in Keystone: {', '.join(meta['left_behind'])}")
     if meta.get("error"):
         raise BenchError(f"{meta['error']} (report kept: {report})")
     return rc
+
+
+@contextlib.contextmanager
+def said_left_in_cloud(run_id: str, cloud: dict | None, spec: str | None) -> Iterator[None]:
+    """On a cloud, after the load however it ended: what the master left there, and its cleanup.
+
+    The master deletes its users and project itself, at a signal too; a
+    master killed (SIGKILL, the OOM killer) or a failed delete leaves them.
+    Looked up in the cloud (``setup.describe_left``).
+    """
+    try:
+        yield
+    finally:
+        what = locust_setup.describe_left(cloud, run_id) if cloud is not None else ""
+        if what:
+            print(left_behind.load_line(run_id, what, cloud["auth_url"], spec))
 
 
 def check_rally(settings: Any, force: bool = False) -> None:
@@ -186,22 +208,31 @@ def run_rally(args: argparse.Namespace, settings: Any, out_dir: Path, run_dir: P
     mock = options.mock(args, run_dir) if args.target == "mock" else None
     cloud = options.cloud_spec(args) if args.target == "cloud" else None
     deployment = server_deployment(args) if args.target == "local" else None
-    with targets.prepared_env(run_dir, cloud=cloud, mock=mock, deployment=deployment) as env:
-        progress(f"target: {targets.describe(args.target, env.auth_url, mock)}")
-        log_path = out_dir / "rally-task.log"
-        run = rally_task.start_task(
-            env.home,
-            env.name,
-            task_file,
-            cap.task_args(settings.rate),
-            log_path,
-            config=env.home.quiet_config(),
-        )
-        if run.uuid is None:
-            raise BenchError(f"rally task start exited {run.rc} without a result; see {log_path}")
-        report = out_dir / "rally-report.json"
-        env.home.rally("task", "report", run.uuid, "--json", "--out", str(report))
-    return summarize(report, out_dir)
+    tasks: list[rally_task.TaskOutcome] = []  # what the task may have left on a cloud
+    try:
+        with targets.prepared_env(run_dir, cloud=cloud, mock=mock, deployment=deployment) as env:
+            progress(f"target: {targets.describe(args.target, env.auth_url, mock)}")
+            log_path = out_dir / "rally-task.log"
+            with left_behind.recorded(tasks):
+                run = rally_task.start_task(
+                    env.home,
+                    env.name,
+                    task_file,
+                    cap.task_args(settings.rate),
+                    log_path,
+                    config=env.home.quiet_config(),
+                )
+            tasks.append(left_behind.outcome_of(run))
+            if run.uuid is None:
+                raise BenchError(
+                    f"rally task start exited {run.rc} without a result; see {log_path}"
+                )
+            report = out_dir / "rally-report.json"
+            env.home.rally("task", "report", run.uuid, "--json", "--out", str(report))
+        return summarize(report, out_dir)
+    finally:
+        if cloud is not None:  # a local Keystone or the mock goes with whatever was left
+            left_behind.say_left_behind(tasks, auth_url_of(cloud), args.spec)
 
 
 def summarize(report: Path, out_dir: Path) -> int:

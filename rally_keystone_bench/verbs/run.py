@@ -10,7 +10,6 @@ reports written.
 from __future__ import annotations
 
 import argparse
-import shlex
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -21,9 +20,9 @@ from rally_keystone_bench.driver import counters as keystone_counters
 from rally_keystone_bench.driver import rally as rallyenv
 from rally_keystone_bench.driver import targets
 from rally_keystone_bench.driver import task as rally_task
+from rally_keystone_bench.driver.left_behind import say_left_behind
 from rally_keystone_bench.driver.task import TaskOutcome
 from rally_keystone_bench.errors import BenchError, Interrupted
-from rally_keystone_bench.plugins.contexts import leftovers
 from rally_keystone_bench.report import records
 from rally_keystone_bench.verbs import options
 from rally_keystone_bench.verdicts import stats
@@ -186,37 +185,6 @@ def main(args: argparse.Namespace) -> int:
     where = f"cloud {rallyenv.auth_url_of(cloud)}" if cloud is not None else "existing cloud"
     options.record_history(args, "run", out_dir, deployment, where=where)
     return rc
-
-
-def cleanup_command(workload_uuids: Sequence[str], spec: str | None = None) -> str:
-    """The ``keystone-bench cleanup`` command that deletes what these workloads left."""
-    words = ["keystone-bench", "cleanup"]
-    for w in workload_uuids:
-        words += ["--workload", leftovers.short_id(w)]
-    if spec:
-        words += ["--spec", shlex.quote(str(Path(spec).resolve()))]
-    return " ".join(words)
-
-
-def say_left_behind(outcomes: Sequence[TaskOutcome], auth_url: str, spec: str | None) -> None:
-    """On an existing cloud: what tasks cut short (or killed) may have left, and its cleanup."""
-    for o in outcomes:
-        if not o.may_have_left:
-            continue
-        why = (
-            "interrupted twice: cleanup cut short"
-            if o.cleanup_cut_short
-            else f"rally task start exited {o.rally_exit} before its cleanup ended"
-            if o.rally_exit < 0
-            else "a context's cleanup failed"
-        )
-        names = ", ".join(f"{p}*" for w in o.workload_uuids for p in leftovers.prefixes(w))
-        where = "" if spec else ", the same OS_* variables set"
-        print(
-            f"{why}. May be left in the cloud at {auth_url}: users, projects, roles, groups, "
-            f"services and regions named {names} (task {o.uuid}). Delete them{where}, with: "
-            f"{cleanup_command(o.workload_uuids, spec)}"
-        )
 
 
 def record_topology(deployment: Deployment, keystone_dir: Path, out_dir: Path) -> None:

@@ -27,6 +27,7 @@ import pytest
 
 from rally_keystone_bench.clients import credentials
 from rally_keystone_bench.clients.admin import AdminClient
+from rally_keystone_bench.engines.locust import setup as locust_setup
 from rally_keystone_bench.plugins.contexts import leftovers
 
 pytestmark = pytest.mark.functional
@@ -271,3 +272,162 @@ def test_a_second_ctrl_c_on_a_cloud_run_prints_the_cleanup_that_cleans_it(small_
     finally:
         if short:
             leftovers.delete_workload(admin, short)
+
+
+def test_a_capacity_probe_cut_short_on_a_cloud_prints_the_cleanup_that_cleans_it(
+    small_keystone, tmp_path
+):
+    """``capacity --target cloud``: SIGINT once the probe's workload has its project in
+    Keystone (its contexts are setting up or the load has begun), a second SIGINT once
+    keystone-bench said it is stopping the load: exit 130, "interrupted twice: cleanup
+    cut short" and the command, which as printed leaves no project or user of the
+    workload. Whether Rally's cleanup got anywhere before the second signal is luck, so
+    the test asserts the line and the clean cloud, not that something was left. Slack:
+    polled every 0.2 s; the probe's 30 s window leaves Rally running for half a minute
+    after its setup, and each wait is bounded by WAIT_S."""
+    env = cloud_environ(small_keystone)
+    admin = AdminClient(small_keystone.admin_credentials, pool_size=2)
+    argv = ["capacity", "--scenario", "authenticate", "--target", "cloud", "--low", "2"]
+    argv += ["--high", "4", "--warmup", "0", "--window", "30", "--reports-dir", "reports"]
+    proc = subprocess.Popen(
+        [*BENCH, *argv], cwd=tmp_path, env=env, stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    lines: queue.Queue = queue.Queue()
+    threading.Thread(target=lambda: [lines.put(x) for x in proc.stderr], daemon=True).start()
+    short, seen = None, []
+    try:
+        deadline = time.monotonic() + WAIT_S
+        while time.monotonic() < deadline and proc.poll() is None:
+            workload = workload_of(tmp_path)
+            if workload:
+                short = leftovers.short_id(workload)
+                if admin.list_prefixed("projects", leftovers.run_prefix(short)):
+                    break
+            time.sleep(0.2)
+        assert proc.poll() is None and short
+        proc.send_signal(signal.SIGINT)
+        while not any("SIGINT: stopping the load" in x for x in seen):
+            seen.append(lines.get(timeout=WAIT_S))
+        proc.send_signal(signal.SIGINT)
+        out, _ = proc.communicate(timeout=WAIT_S)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    try:
+        assert proc.returncode == 130, "".join(seen)[-3000:]
+        said = [ln for ln in out.splitlines() if "keystone-bench cleanup" in ln]
+        assert len(said) == 1 and said[0].startswith("interrupted twice: cleanup cut short"), out
+        assert f"in the cloud at {small_keystone.auth_url}" in said[0]
+        command = re.search(r"keystone-bench cleanup .*$", said[0]).group(0)
+        assert command == f"keystone-bench cleanup --workload {short}"
+        done = subprocess.run(
+            [*BENCH, *shlex.split(command)[1:]],
+            capture_output=True, text=True, cwd=tmp_path, env=env, timeout=WAIT_S,
+        )  # fmt: skip
+        assert done.returncode == 0, done.stderr
+        assert remaining(admin, short) == {}
+    finally:
+        if short:
+            leftovers.delete_workload(admin, short)
+
+
+def test_cleanup_load_deletes_what_a_locust_load_made_and_nothing_else(
+    small_keystone, tmp_path, monkeypatch
+):
+    """The users and project a Locust master makes (setup.prepare, under the run id
+    keystone-bench gave it), as a killed master leaves them: ``cleanup --load ID``
+    deletes them and not another load's."""
+    admin = AdminClient(small_keystone.admin_credentials, pool_size=2)
+    run_id, other = locust_setup.new_run_id(), locust_setup.new_run_id()
+    monkeypatch.setenv(locust_setup.RUN_ID_ENV, run_id)
+    made = locust_setup.prepare(admin, 2)
+    _, kept = admin.request(
+        "POST", "/projects", "create", json={"project": {"name": f"kbl-{other}"}}
+    )
+    try:
+        assert made.run_id == run_id
+        assert {k: len(v) for k, v in locust_setup.find_run(admin, run_id).items()} == {
+            "users": 2,
+            "projects": 1,
+        }
+        proc = subprocess.run(
+            [*BENCH, "cleanup", "--load", run_id],
+            capture_output=True, text=True, cwd=tmp_path, env=cloud_environ(small_keystone),
+            timeout=WAIT_S,
+        )  # fmt: skip
+        assert proc.returncode == 0, proc.stderr
+        assert proc.stdout == f"load {run_id}: deleted 2 users, 1 projects (kbl-{run_id}*)\n"
+        assert locust_setup.find_run(admin, run_id) == {"users": [], "projects": []}
+        assert admin.get("projects", kept["project"]["id"]) is not None  # another load's
+    finally:
+        admin.delete("projects", kept["project"]["id"])
+        locust_setup.delete_run(admin, run_id)
+
+
+def master_pid(cwd: Path) -> int | None:
+    """The ``locust --master`` whose output directory is under CWD (this test's), once its
+    log says it made its users."""
+    for log in cwd.glob("reports/*/locust/master.log"):
+        if "users made" not in log.read_text(errors="replace"):
+            continue
+        rel = str(log.parent.relative_to(cwd))
+        for entry in Path("/proc").iterdir():
+            if not entry.name.isdigit():
+                continue
+            try:
+                words = (entry / "cmdline").read_bytes().decode(errors="replace").split("\0")
+            except OSError:
+                continue
+            if "--master" in words and any(w.endswith(rel) for w in words):
+                return int(entry.name)
+    return None
+
+
+def test_a_killed_locust_master_on_a_cloud_prints_the_cleanup_that_cleans_it(
+    small_keystone, tmp_path
+):
+    """``load --engine locust --target cloud``: SIGKILL to this test's Locust master once
+    its log says its users are made (it cannot delete them then): exit 2, the names
+    left and ``keystone-bench cleanup --load ID``, which as printed leaves none of
+    them. Slack: polled every 0.2 s; the load runs 60 s after its users are made."""
+    env = cloud_environ(small_keystone)
+    admin = AdminClient(small_keystone.admin_credentials, pool_size=2)
+    argv = ["load", "--engine", "locust", "--target", "cloud", "--scenario", "authenticate"]
+    argv += ["--rate", "5", "--duration", "60", "--reports-dir", "reports"]
+    proc = subprocess.Popen(
+        [*BENCH, *argv], cwd=tmp_path, env=env, stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    run_id = None
+    try:
+        deadline = time.monotonic() + WAIT_S
+        pid = None
+        while time.monotonic() < deadline and proc.poll() is None and pid is None:
+            pid = master_pid(tmp_path)
+            time.sleep(0.2)
+        assert pid is not None, proc.stderr.read()[-3000:] if proc.poll() is not None else ""
+        os.kill(pid, signal.SIGKILL)
+        out, err = proc.communicate(timeout=WAIT_S)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    try:
+        assert proc.returncode == 2, err[-3000:]
+        assert "the Locust master was killed (SIGKILL)" in err
+        said = [ln for ln in out.splitlines() if "keystone-bench cleanup" in ln]
+        assert len(said) == 1, out
+        run_id = re.search(r"keystone-bench cleanup --load ([0-9a-f]{8})$", said[0]).group(1)
+        assert locust_setup.find_run(admin, run_id)["users"], "nothing was left: proves nothing"
+        assert f"project kbl-{run_id}." in said[0]
+        done = subprocess.run(
+            [*BENCH, *shlex.split(said[0].split("with: ", 1)[1])[1:]],
+            capture_output=True, text=True, cwd=tmp_path, env=env, timeout=WAIT_S,
+        )  # fmt: skip
+        assert done.returncode == 0, done.stderr
+        assert locust_setup.find_run(admin, run_id) == {"users": [], "projects": []}
+    finally:
+        if run_id:
+            locust_setup.delete_run(admin, run_id)

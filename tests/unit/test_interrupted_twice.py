@@ -4,6 +4,7 @@ import types
 from pathlib import Path
 
 from rally_keystone_bench import cli
+from rally_keystone_bench.driver import left_behind
 from rally_keystone_bench.driver.task import TaskOutcome
 from rally_keystone_bench.errors import Interrupted
 from rally_keystone_bench.verbs import run
@@ -52,14 +53,14 @@ def test_run_existing_cloud_interrupted_twice_says_what_may_be_left(tmp_path, mo
 
 def test_a_task_that_started_no_workload_leaves_nothing_to_say(capsys):
     cut = TaskOutcome(Path("t.yaml"), None, -9, cleanup_cut_short=True)
-    run.say_left_behind([cut], "http://127.0.0.1:5000/v3", None)
+    left_behind.say_left_behind([cut], "http://127.0.0.1:5000/v3", None)
     assert capsys.readouterr().out == ""
 
 
 def test_a_killed_rally_names_the_cleanup_with_the_spec(capsys, tmp_path):
     killed = TaskOutcome(Path("t.yaml"), "u", -9, workload_uuids=["abcdef01-2", "12345678-9"])
     spec = tmp_path / "env spec.yaml"
-    run.say_left_behind([killed], "http://127.0.0.1:5000/v3", str(spec))
+    left_behind.say_left_behind([killed], "http://127.0.0.1:5000/v3", str(spec))
     out = capsys.readouterr().out
     assert out.startswith("rally task start exited -9 before its cleanup ended")
     assert out.rstrip().endswith(

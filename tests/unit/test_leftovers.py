@@ -25,7 +25,9 @@ def test_cleanup_needs_one_of_reuse_or_workload(capsys):
     assert cli.main(["cleanup"]) == 2
     assert cli.main(["cleanup", "--reuse", "t", "--workload", "4a88fea2"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
-    assert err == ["keystone-bench: cleanup needs --reuse TAG or --workload ID (not both)"] * 2
+    assert (
+        err == ["keystone-bench: cleanup needs one of --reuse TAG, --workload ID or --load ID"] * 2
+    )
 
 
 def test_projects_go_leaf_first():

@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from rally_keystone_bench.clients import credentials
-from rally_keystone_bench.engines.locust import schedule
+from rally_keystone_bench.engines.locust import schedule, setup
 from rally_keystone_bench.engines.locust.samples import SCENARIOS
 from rally_keystone_bench.errors import BenchError
 
@@ -296,11 +296,14 @@ def run_load(
     say: Callable[[str], None] = lambda _m: None,
     worker_prefixes: list[list[str]] | None = None,
     master_prefix: list[str] | None = None,
+    run_id: str | None = None,
 ) -> LoadResult:
     """Run the master and the local workers to the end; BenchError when no result came.
 
     ``worker_prefixes`` (one per worker) and ``master_prefix`` wrap the
     commands (``ip netns exec NS`` in the tests that put them on other "hosts").
+    RUN_ID (``setup.new_run_id``, default a fresh one) names the users and the
+    project the master makes: ``kbl-<RUN_ID>``.
     """
     check_load(s)
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -312,6 +315,7 @@ def run_load(
     elif not port:
         raise BenchError("a master in another namespace needs an explicit port")
     env = _admin_environ(admin_credential)
+    env[setup.RUN_ID_ENV] = run_id or setup.new_run_id()  # the names of what it makes
     master_log = out_dir / "master.log"
     procs: list[subprocess.Popen] = []
     logs = [master_log]
@@ -350,6 +354,11 @@ def run_load(
         for proc in procs[:1]:
             _stop(proc, grace=60.0)
     elapsed = time.monotonic() - t0
+    if not (out_dir / "run.json").exists() and (master.returncode or 0) < 0:
+        raise BenchError(
+            f"the Locust master was killed ({signal.Signals(-master.returncode).name}) "
+            f"before it wrote a result; see {master_log}"
+        )
     if not (out_dir / "run.json").exists():
         raise _no_result(master_log.read_text(errors="replace"), s, f"{host}:{port}")
     return _result(out_dir, elapsed, logs)

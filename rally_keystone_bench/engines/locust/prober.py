@@ -19,7 +19,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
-from rally_keystone_bench.engines.locust import engine, schedule
+from rally_keystone_bench.engines.locust import engine, schedule, setup
 from rally_keystone_bench.engines.locust import samples as sm
 from rally_keystone_bench.errors import BenchError
 from rally_keystone_bench.verdicts import capacity, results
@@ -48,6 +48,7 @@ class LocustProber:
         self.say = say
         self.count = 0
         self.done: list[capacity.Probe] = []
+        self.run_ids: list[str] = []  # each probe's load (setup.describe_left)
         self.started = time.monotonic()
 
     def _load(self, stem: str, **kw: Any) -> engine.LoadResult:
@@ -61,7 +62,11 @@ class LocustProber:
             timeout=REQUEST_TIMEOUT_S,
             **kw,
         )
-        result = engine.run_load(load, self.credential, self.out_dir / stem, self.say)
+        run_id = setup.new_run_id()  # the names of its users: what a killed master leaves
+        self.run_ids.append(run_id)
+        result = engine.run_load(
+            load, self.credential, self.out_dir / stem, self.say, run_id=run_id
+        )
         if result.meta.get("error"):
             raise BenchError(f"{stem}: {result.meta['error']}")
         return result
