@@ -111,7 +111,7 @@ class ProbeWatcher:
 
 
 class RallyProber:
-    """Runs each probe as a real ``rally task start`` and judges its JSON report."""
+    """Runs each load as a real ``rally task start`` (``run``); judges a probe's JSON report."""
 
     def __init__(
         self,
