@@ -3,9 +3,11 @@
 ``--engine locust`` (a Locust master, ``--workers K`` local workers and
 ``--expect-workers K`` more started on other hosts) or ``--engine rally``
 (``rally task start`` with the pooled_rps runner: the same probe as one step
-of ``capacity``). Either way the result is a Rally JSON report, and
-summary.html/summary.json beside it show service time and response time
-side by side, and the achieved rate against the target.
+of ``capacity``). Either engine's prober runs it (verdicts/probing.Prober:
+``run`` gives the load as it ran, before the verdict capacity adds). Either
+way the result is a Rally JSON report, and summary.html/summary.json beside
+it show service time and response time side by side, and the achieved rate
+against the target.
 
 Exit codes: 0 done; 1 requests failed (the failure_rate criterion); 2 bad
 input or environment, with nothing sent (a rate <= 0, K < 1, an unbindable
@@ -20,7 +22,6 @@ import contextlib
 import datetime
 import math
 import os
-import shutil
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -31,15 +32,18 @@ from rally_keystone_bench.deploy.deployment import Deployment
 from rally_keystone_bench.deploy.keystone import LocalKeystone
 from rally_keystone_bench.driver import left_behind, preflight, targets
 from rally_keystone_bench.driver import task as rally_task
+from rally_keystone_bench.driver.probers import RallyProber
 from rally_keystone_bench.driver.rally import auth_url_of
 from rally_keystone_bench.driver.task import progress
 from rally_keystone_bench.engines.locust import engine
 from rally_keystone_bench.engines.locust import setup as locust_setup
+from rally_keystone_bench.engines.locust.prober import LocustProber
 from rally_keystone_bench.errors import BenchError
 from rally_keystone_bench.report import records, render
 from rally_keystone_bench.report.redact import redact
 from rally_keystone_bench.verbs import options
-from rally_keystone_bench.verdicts import capacity, results
+from rally_keystone_bench.verdicts import capacity, probing, results
+from rally_keystone_bench.verdicts.probing import LoadRun
 
 
 def settings_from(args: argparse.Namespace) -> Any:
@@ -123,6 +127,67 @@ def cloud_credential(args: argparse.Namespace) -> dict[str, Any]:
     return credential
 
 
+# Where a run's files go in the load's directory, by engine: its report, its
+# log (Locust's: a directory of the master's and workers' logs and samples).
+RUN_FILES = {
+    "rally": ("rally-report.json", "rally-task.log"),
+    "locust": ("locust-report.json", "locust"),
+}
+
+
+def probe_settings(settings: Any, engine_name: str) -> capacity.Settings:
+    """The load as one capacity probe at its rate, without a verdict on its slope."""
+    return capacity.Settings(
+        scenario=settings.scenario,
+        low=settings.rate,
+        high=settings.rate,
+        warmup=settings.warmup,
+        window=settings.duration,
+        max_slope=1e6,  # one probe, no verdict on its slope
+        precision=1.0,
+        abort_on_sla_failure=False,
+        engine=engine_name,
+    )
+
+
+def run_probe(
+    prober: probing.Prober, rate: float, out_dir: Path, engine_name: str, **load: Any
+) -> LoadRun:
+    """PROBER's one load at RATE, its files in OUT_DIR; an interrupted one reported, then raised."""
+    report, log = RUN_FILES[engine_name]
+    try:
+        run = prober.run(rate, out_dir / report, out_dir / log, **load)
+    except KeyboardInterrupt as exc:
+        # Locust's prober attaches the samples it kept as a LoadRun; Rally's task runner
+        # attaches its TaskRun under the same name (what a cut-short task may have left).
+        kept = getattr(exc, "run", None)
+        if isinstance(kept, LoadRun) and kept.report is not None:  # reported, then 130/143
+            summarize(kept.report, out_dir)
+            print(f"interrupted: {kept.meta['samples_total']} samples kept")
+        raise
+    if run.report is None:
+        raise BenchError(run.error)
+    return run
+
+
+def report_run(run: LoadRun, out_dir: Path) -> int:
+    """Print and summarize RUN; 1 when requests failed, BenchError (2) when it fell short."""
+    rc = summarize(run.report, out_dir)
+    meta = run.meta
+    if run.samples is not None:  # Locust's own figures
+        print(f"samples: {run.samples}")
+        got, kept = meta["samples_total"], meta["samples_in_report"]
+        print(
+            f"workers: {len(meta['workers'])}; samples: {got} received of "
+            f"{meta['samples_reported']} the workers sent, {kept} in the report"
+        )
+    if meta.get("left_behind"):  # on a cloud, said_left_in_cloud printed its cleanup
+        raise BenchError(f"left in Keystone: {', '.join(meta['left_behind'])}")
+    if run.error:
+        raise BenchError(f"{run.error} (report kept: {run.report})")
+    return rc
+
+
 def run_locust(
     args: argparse.Namespace,
     settings: Any,
@@ -133,34 +198,11 @@ def run_locust(
     run_id = locust_setup.new_run_id()  # the names of the users it makes: kbl-<run_id>
     with admin_target(args, run_dir, cloud=cloud) as (credential, desc):
         progress(f"target: {desc}")
-        try:
-            with said_left_in_cloud(run_id, cloud, args.spec):
-                result = engine.run_load(
-                    settings, credential, out_dir / "locust", progress, run_id=run_id
-                )
-        except KeyboardInterrupt as exc:
-            kept = getattr(exc, "result", None)
-            if kept is not None:  # what was sent until the signal: reported, then 130/143
-                report = out_dir / "locust-report.json"
-                shutil.copyfile(kept.report, report)
-                summarize(report, out_dir)
-                print(f"interrupted: {kept.meta['samples_total']} samples kept")
-            raise
-    report = out_dir / "locust-report.json"
-    shutil.copyfile(result.report, report)  # the engine's report, kept beside the run's
-    meta = result.meta
-    rc = summarize(report, out_dir)
-    print(f"samples: {result.samples}")
-    got = meta["samples_total"]
-    print(
-        f"workers: {len(meta['workers'])}; samples: {got} received of "
-        f"{meta['samples_reported']} the workers sent, {meta['samples_in_report']} in the report"
-    )
-    if meta.get("left_behind"):  # on a cloud, said_left_in_cloud printed its cleanup
-        raise BenchError(f"left in Keystone: {', '.join(meta['left_behind'])}")
-    if meta.get("error"):
-        raise BenchError(f"{meta['error']} (report kept: {report})")
-    return rc
+        cap = probe_settings(settings, "locust")
+        prober = LocustProber(credential, cap, out_dir, progress, load=settings)
+        with said_left_in_cloud(run_id, cloud, args.spec):
+            run = run_probe(prober, settings.rate, out_dir, "locust", run_id=run_id)
+    return report_run(run, out_dir)
 
 
 @contextlib.contextmanager
@@ -194,45 +236,20 @@ def check_rally(settings: Any, force: bool = False) -> None:
 
 
 def run_rally(args: argparse.Namespace, settings: Any, out_dir: Path, run_dir: Path) -> int:
-    cap = capacity.Settings(
-        scenario=settings.scenario,
-        low=settings.rate,
-        high=settings.rate,
-        warmup=settings.warmup,
-        window=settings.duration,
-        max_slope=1e6,  # one probe, no verdict on its slope
-        precision=1.0,
-        abort_on_sla_failure=False,
-    )
-    task_file = shipped.probe_task_path()
+    shipped.probe_task_path()  # a broken install is said before the target starts
     mock = options.mock(args, run_dir) if args.target == "mock" else None
     cloud = options.cloud_spec(args) if args.target == "cloud" else None
     deployment = server_deployment(args) if args.target == "local" else None
-    tasks: list[rally_task.TaskOutcome] = []  # what the task may have left on a cloud
+    prober: RallyProber | None = None
     try:
         with targets.prepared_env(run_dir, cloud=cloud, mock=mock, deployment=deployment) as env:
             progress(f"target: {targets.describe(args.target, env.auth_url, mock)}")
-            log_path = out_dir / "rally-task.log"
-            with left_behind.recorded(tasks):
-                run = rally_task.start_task(
-                    env.home,
-                    env.name,
-                    task_file,
-                    cap.task_args(settings.rate),
-                    log_path,
-                    config=env.home.quiet_config(),
-                )
-            tasks.append(left_behind.outcome_of(run))
-            if run.uuid is None:
-                raise BenchError(
-                    f"rally task start exited {run.rc} without a result; see {log_path}"
-                )
-            report = out_dir / "rally-report.json"
-            env.home.rally("task", "report", run.uuid, "--json", "--out", str(report))
-        return summarize(report, out_dir)
+            prober = RallyProber(env.home, env.name, probe_settings(settings, "rally"), out_dir)
+            run = run_probe(prober, settings.rate, out_dir, "rally")
+        return report_run(run, out_dir)
     finally:
-        if cloud is not None:  # a local Keystone or the mock goes with whatever was left
-            left_behind.say_left_behind(tasks, auth_url_of(cloud), args.spec)
+        if cloud is not None and prober is not None:  # a local Keystone goes with its leftovers
+            left_behind.say_left_behind(prober.tasks, auth_url_of(cloud), args.spec)
 
 
 def summarize(report: Path, out_dir: Path) -> int:
@@ -280,8 +297,8 @@ def main(args: argparse.Namespace) -> int:
         check_rally(settings, args.force)
     # A cloud that is no Keystone, or refuses its admin, is said before any file is made.
     cloud = cloud_credential(args) if args.target == "cloud" else None
-    # Validated here: a bad --keystone leaves no file (and the store records this one).
-    local = server_deployment(args) if args.target == "local" else None
+    if args.target == "local":
+        server_deployment(args)  # validated: a bad --keystone leaves no file
     options.check_history(args)
     out_dir, run_dir = rally_task.new_run_dirs(args.reports_dir)
     started = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
@@ -298,6 +315,7 @@ def main(args: argparse.Namespace) -> int:
     else:
         with rally_task.sigterm_as_interrupt():
             rc = run_rally(args, settings, out_dir, run_dir)
+    local = server_deployment(args) if args.target == "local" else None
     options.record_history(args, "load", out_dir, local, where=f"{args.target} target")
     return rc
 

@@ -49,7 +49,7 @@ from __future__ import annotations
 import dataclasses
 import math
 from collections.abc import Callable, Sequence
-from typing import Any, Protocol
+from typing import Any
 
 import numpy as np
 
@@ -246,21 +246,6 @@ class Probe:
         out["passed"] = self.passed
         out["stopped_early"] = self.stopped_early
         return out
-
-
-class Prober(Protocol):
-    """One probe at a rate on an engine (Rally's RallyProber, engines/locust's LocustProber).
-
-    The search sees nothing else of the load: ``prober(rate, role)`` runs
-    and judges one probe, ``prober.ramp(rates)`` one rising run judged per
-    step, and ``done`` keeps every probe made (kept when the search is cut).
-    """
-
-    done: list[Probe]
-
-    def __call__(self, rate: float, role: str) -> Probe: ...
-
-    def ramp(self, rates: list[float]) -> list[Probe]: ...
 
 
 def peak_in_flight(started: Sequence[float], duration: Sequence[float]) -> int:

@@ -4,8 +4,10 @@ Rally imports every module under plugins/ when it loads plugins: they may
 use clients/, verdicts/, errors and (the exporter only) report/; never the
 verbs, the CLI, deploy/, driver/ or engines/. Nothing imports a verb but
 the CLI. verdicts/ imports only itself and errors, and no Rally, oslo or
-HTTP library comes with it. Only report/ renders or writes an output. No
-import circles; no module over 600 lines, no function over 80.
+HTTP library comes with it. The driver (Rally's prober) and the engines
+(Locust's) import neither each other nor a verb. Only report/ renders or
+writes an output. No import circles; no module over 600 lines, no function
+over 80.
 """
 
 from __future__ import annotations
@@ -164,6 +166,22 @@ ROOM_MAY_USE = {
     # the results store and its records: a Keystone's commit comes from deploy/
     "history": ("history", "deploy", "errors"),
     "report": ("report", "verdicts", "errors", "", "__name__"),
+    # Rally's side of the tool (its prober too; "" is `from rally_keystone_bench
+    # import shipped`): plugins/ for the runners' progress protocol only. Never
+    # an engine, a verb or the CLI.
+    "driver": (
+        "driver",
+        "deploy",
+        "clients",
+        "verdicts",
+        "report",
+        "plugins",
+        "errors",
+        "shipped",
+        "boundary",
+        "procstat",
+        "",
+    ),
     "engines": (
         "engines",
         "clients",

@@ -1,7 +1,10 @@
-"""Capacity probes on the Locust engine: one load per probe, or one ramp for the bracket.
+"""Capacity probes and ``load`` on the Locust engine: one load per probe, or one ramp.
 
-``LocustProber(rate, role)`` runs ``warmup + window`` seconds at RATE and
-judges the report with capacity.judge, as a Rally probe is judged; the
+``LocustProber.run(rate, report, log)`` runs one load at RATE and keeps its
+report at REPORT (``keystone-bench load``; the interface is
+verdicts/probing.Prober, driver/probers has Rally's). ``LocustProber(rate,
+role)`` runs ``warmup + window`` seconds at RATE the same way and judges the
+report with capacity.judge, as a Rally probe is judged; the
 warm-up is cut from the Locust report already, so the judge sees no
 warm-up. ``LocustProber.ramp(rates)`` runs the rates one after the other in
 one load (the first step also carries the warm-up) and judges each step on
@@ -14,6 +17,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
+import shutil
 import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
@@ -24,6 +28,7 @@ from rally_keystone_bench.engines.locust import samples as sm
 from rally_keystone_bench.errors import BenchError
 from rally_keystone_bench.verdicts import capacity, results
 from rally_keystone_bench.verdicts.capacity import fmt
+from rally_keystone_bench.verdicts.probing import LoadRun
 
 MAX_CONNECTIONS = 500
 REQUEST_TIMEOUT_S = 10.0  # an answer later than this fails the request (and the probe)
@@ -41,35 +46,55 @@ class LocustProber:
         settings: capacity.Settings,
         out_dir: Path,
         say: Callable[[str], None],
+        load: engine.LoadSettings | None = None,
     ) -> None:
+        """LOAD: the load of ``run`` at any rate (default: a probe of SETTINGS, 10 s timeout)."""
         self.credential = credential
         self.settings = settings
         self.out_dir = out_dir
         self.say = say
+        self.load = load or engine.LoadSettings(
+            scenario=settings.scenario,
+            rate=1.0,
+            duration=settings.window,
+            warmup=settings.warmup,
+            workers=settings.locust_workers,
+            timeout=REQUEST_TIMEOUT_S,
+        )
         self.count = 0
         self.done: list[capacity.Probe] = []
-        self.run_ids: list[str] = []  # each probe's load (setup.describe_left)
+        self.run_ids: list[str] = []  # each load's id: the names of its users (describe_left)
         self.started = time.monotonic()
 
-    def _load(self, stem: str, **kw: Any) -> engine.LoadResult:
-        s = self.settings
-        load = engine.LoadSettings(
-            scenario=s.scenario,
-            rate=kw.pop("rate", 1.0),
-            duration=kw.pop("duration", s.window),
-            warmup=kw.pop("warmup", s.warmup),
-            workers=s.locust_workers,
-            timeout=REQUEST_TIMEOUT_S,
-            **kw,
-        )
-        run_id = setup.new_run_id()  # the names of its users: what a killed master leaves
+    def run(
+        self, rate: float, report: Path, log: Path, run_id: str | None = None, **load: Any
+    ) -> LoadRun:
+        """One load at RATE (LOAD: other settings of it), its files in LOG, its report at REPORT.
+
+        RUN_ID names the users its master makes (``kbl-RUN_ID``: what a killed
+        master leaves); a new one by default. A signal stops it: the samples
+        sent until then, when the master wrote them, go with the
+        KeyboardInterrupt as ``exc.run``.
+        """
+        s = dataclasses.replace(self.load, rate=rate, **load)
+        run_id = run_id or setup.new_run_id()
         self.run_ids.append(run_id)
-        result = engine.run_load(
-            load, self.credential, self.out_dir / stem, self.say, run_id=run_id
-        )
-        if result.meta.get("error"):
-            raise BenchError(f"{stem}: {result.meta['error']}")
-        return result
+        try:
+            result = engine.run_load(s, self.credential, log, self.say, run_id=run_id)
+        except KeyboardInterrupt as exc:
+            kept = getattr(exc, "result", None)
+            if kept is not None:
+                exc.run = _kept(kept, report, interrupted=True)  # type: ignore[attr-defined]
+            raise
+        return _kept(result, report)
+
+    def _load(self, stem: str, rate: float, **kw: Any) -> LoadRun:
+        """A capacity probe's load, its files in OUT_DIR/STEM; BenchError for a lost worker."""
+        where = self.out_dir / stem
+        run = self.run(rate, where / "locust-report.json", where, **kw)
+        if run.error:
+            raise BenchError(f"{stem}: {run.error}")
+        return run
 
     def __call__(self, rps: float, role: str) -> capacity.Probe:
         s = self.settings
@@ -82,9 +107,9 @@ class LocustProber:
             f"{s.locust_workers} Locust worker(s), {users} connections"
         )
         t0 = time.monotonic()
-        result = self._load(f"probe-{k:02d}-{fmt(rps)}rps", rate=rps, users=users)
-        (wl,) = results.load(result.report)
-        probe.report = str(result.report)
+        run = self._load(f"probe-{k:02d}-{fmt(rps)}rps", rate=rps, users=users)
+        (wl,) = results.load(run.report)
+        probe.report = str(run.report)
         capacity.judge(probe, wl, dataclasses.replace(s, warmup=0.0))
         probe.planned = s.times(rps) - int(math.floor(rps * s.warmup + 1e-9))
         probe.elapsed = time.monotonic() - t0
@@ -103,7 +128,7 @@ class LocustProber:
             f"after {s.warmup:g} s of warm-up, on {s.locust_workers} Locust worker(s)"
         )
         t0 = time.monotonic()
-        result = self._load(
+        run = self._load(
             f"probe-{k:02d}-ramp",
             steps=tuple(steps),
             users=users,
@@ -111,8 +136,8 @@ class LocustProber:
             warmup=0.0,
             stop_when_degraded=True,
         )
-        everything = json.loads(result.samples.read_text())
-        t_zero = result.meta["t0"]
+        everything = json.loads(run.samples.read_text())
+        t_zero = run.meta["t0"]
         out = []
         for i, (rate, begin, end) in enumerate(schedule.step_bounds(steps)):
             if i == 0:
@@ -136,12 +161,12 @@ class LocustProber:
                 break
             (wl,) = results.from_report(report, f"ramp step {i + 1}")
             capacity.judge(probe, wl, dataclasses.replace(s, warmup=0.0))
-            probe.report = str(result.report)
+            probe.report = str(run.report)
             probe.elapsed = (time.monotonic() - t0) if i == len(rates) - 1 else 0.0
             out.append(probe)
             self._said(probe)
         if out:  # the ramp's setup (users, tokens), like its time, goes on its last row
-            out[-1].setup = results.load(result.report)[0].setup_duration
+            out[-1].setup = results.load(run.report)[0].setup_duration
         return out
 
     def _said(self, probe: capacity.Probe) -> None:
@@ -151,3 +176,17 @@ class LocustProber:
             f"probe {probe.number} ({probe.role}): {fmt(probe.rps)} rps -> {probe.verdict} "
             f"({probe.reason})"
         )
+
+
+def _kept(result: engine.LoadResult, report: Path, interrupted: bool = False) -> LoadRun:
+    """The engine's RESULT as a LoadRun, its report copied to REPORT when asked elsewhere."""
+    if result.report != report:
+        shutil.copyfile(result.report, report)
+    return LoadRun(
+        report,
+        result.out_dir,
+        error=result.meta.get("error"),
+        samples=result.samples,
+        meta=result.meta,
+        interrupted=interrupted,
+    )
