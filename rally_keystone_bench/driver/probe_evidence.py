@@ -24,14 +24,18 @@ QUIET_LOOK_S = 5.0  # one look at the machine before a repeat
 QUIET_WAIT_S = 90.0  # the longest wait for a quiet machine before a repeat runs anyway
 
 
-def read_requests(path: Path) -> list[LoggedRequest]:
-    """Keystone's access log: ``epoch-ms method uri status micros pid`` per line."""
-    out = []
+def read_requests(path: Path, start: int = 0) -> tuple[list[LoggedRequest], int]:
+    """Keystone's access log from byte START: ``epoch-ms method uri status micros pid`` per
+    line; the requests of its whole lines, and the offset after the last of them."""
+    out: list[LoggedRequest] = []
     try:
-        lines = Path(path).read_text(errors="replace").splitlines()
+        with open(path, "rb") as f:
+            f.seek(start)
+            data = f.read()
     except OSError:
-        return out
-    for line in lines:
+        return out, start
+    whole = data.rfind(b"\n") + 1  # a line still being written waits for the next read
+    for line in data[:whole].decode(errors="replace").splitlines():
         f = line.split()
         if len(f) < 6:
             continue
@@ -42,7 +46,7 @@ def read_requests(path: Path) -> list[LoggedRequest]:
             )  # fmt: skip
         except ValueError:
             continue
-    return out
+    return out, start + whole
 
 
 def keystone_pids(keystone_dir: Path) -> list[int]:
@@ -60,10 +64,16 @@ class ProbeEvidence:
         self.access_log = keystone_dir / "access.log" if keystone_dir is not None else None
         self.trees = {"keystone": keystone_pids(keystone_dir)} if keystone_dir else {}
         self.say = say
+        self._logged: list[LoggedRequest] = []  # read so far, and where the reading stopped
+        self._offset = 0
 
     def requests(self) -> list[LoggedRequest]:
-        """Every request Keystone has logged so far ([] without an access log)."""
-        return read_requests(self.access_log) if self.access_log is not None else []
+        """Every request Keystone has logged so far ([] without an access log). Each call
+        reads only what was appended since the last: a search reads the log once."""
+        if self.access_log is not None:
+            new, self._offset = read_requests(self.access_log, self._offset)
+            self._logged.extend(new)
+        return list(self._logged)
 
     @contextlib.contextmanager
     def sampling(self) -> Iterator[list[Machine | None]]:

@@ -199,3 +199,20 @@ def test_the_machine_during_a_probe_from_the_samplers_intervals():
     assert keystone_side.disturbance(m) == "other processes used 0.50 core"
     assert keystone_side.disturbance(keystone_side.Machine(0.1, 0.0, 0.0)) is None
     assert keystone_side.machine_during([]) is None
+
+
+def test_the_access_log_is_read_once_a_line_still_written_waits(tmp_path):
+    """ProbeEvidence reads only what Keystone appended since its last read; a line
+    without its newline yet is left for the next read, not lost or half parsed."""
+    from rally_keystone_bench.driver.probe_evidence import ProbeEvidence
+
+    (tmp_path / "access.log").write_text("1000 POST /v3/auth/tokens 201 250000 7\n")
+    evidence = ProbeEvidence(tmp_path, say=lambda _m: None)
+    assert [r.method for r in evidence.requests()] == ["POST"]
+    with open(tmp_path / "access.log", "a") as log:
+        log.write("2000 GET /v3/auth/tokens 200 90")  # mid-write
+    assert len(evidence.requests()) == 1
+    with open(tmp_path / "access.log", "a") as log:
+        log.write("000 8\n")
+    got = evidence.requests()
+    assert [(r.method, r.seconds, r.pid) for r in got] == [("POST", 0.25, 7), ("GET", 0.09, 8)]
