@@ -28,7 +28,7 @@ from rally_keystone_bench.driver.probers import (  # noqa: F401 (ProbeWatcher, S
 )
 from rally_keystone_bench.driver.rally import auth_url_of
 from rally_keystone_bench.engines.locust import setup as locust_setup
-from rally_keystone_bench.engines.locust.engine import MAX_PLANNED_REQUESTS
+from rally_keystone_bench.engines.locust.engine import check_planned
 from rally_keystone_bench.errors import BenchError
 from rally_keystone_bench.history.records import ActionRow
 from rally_keystone_bench.report import capacity as capacity_report
@@ -87,12 +87,8 @@ def check_settings(args: argparse.Namespace) -> capacity.Settings:
     forced = options.check_rate("--high", high, engine, runner, getattr(args, "force", False))
     if forced:
         say(forced)
-    planned = high * (warmup + window)
-    if engine == "locust" and planned > MAX_PLANNED_REQUESTS:
-        raise BenchError(
-            f"--high {high:g} rps for {warmup + window:g} s plans {planned:.3g} requests in a "
-            f"probe, more than the {MAX_PLANNED_REQUESTS:,} samples one run keeps in memory"
-        )
+    if engine == "locust":
+        check_planned(f"--high {high:g} rps", high, warmup + window, " in a probe")
     if low * window < 3:
         raise BenchError(
             f"--low {low:g} rps over a {window:g} s window gives fewer than 3 points "

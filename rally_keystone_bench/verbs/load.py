@@ -70,11 +70,9 @@ def settings_from(args: argparse.Namespace) -> Any:
     if args.workers is not None and args.workers < 1 and not expect:
         raise BenchError(f"--workers must be at least 1, not {args.workers}")
     engine.check_load(s)
-    if args.force and args.engine == "locust" and s.rate > engine.HOST_CEILING_RPS * (1 + expect):
-        progress(
-            f"--force: --rate {s.rate:g} is above what {1 + expect} load host(s) send "
-            f"({engine.HOST_CEILING_RPS} requests/s each, measured)"
-        )
+    over = engine.over_ceiling(s) if args.force and args.engine == "locust" else None
+    if over:
+        progress(f"--force: {over}")
     return s
 
 

@@ -131,22 +131,33 @@ HOST_CEILING_RPS = 2500
 MAX_PLANNED_REQUESTS = 5_000_000
 
 
-def check_size(s: LoadSettings) -> None:
-    """BenchError when the rate or the count asked is beyond what the generators hold."""
+def over_ceiling(s: LoadSettings) -> str | None:
+    """The line saying S's rate is above what its load hosts send; None when it is not."""
     hosts = 1 + s.expect_workers  # this host's workers, and at most one host per remote one
-    ceiling = HOST_CEILING_RPS * hosts
-    if s.rate > ceiling and not s.force:
-        raise BenchError(
-            f"--rate {s.rate:g} is above what {hosts} load host(s) send "
-            f"({HOST_CEILING_RPS} requests/s each, measured): add --expect-workers or lower "
-            "it, or add --force to try anyway"
-        )
-    planned = s.rate * (s.duration + s.warmup)
+    if s.rate <= HOST_CEILING_RPS * hosts:
+        return None
+    return (
+        f"--rate {s.rate:g} is above what {hosts} load host(s) send "
+        f"({HOST_CEILING_RPS} requests/s each, measured)"
+    )
+
+
+def check_planned(what: str, rate: float, seconds: float, per: str = "") -> None:
+    """BenchError when RATE for SECONDS plans more samples than one run keeps in memory."""
+    planned = rate * seconds
     if planned > MAX_PLANNED_REQUESTS:
         raise BenchError(
-            f"--rate {s.rate:g} for {s.duration + s.warmup:g} s plans {planned:.3g} requests, "
+            f"{what} for {seconds:g} s plans {planned:.3g} requests{per}, "
             f"more than the {MAX_PLANNED_REQUESTS:,} samples one run keeps in memory"
         )
+
+
+def check_size(s: LoadSettings) -> None:
+    """BenchError when the rate or the count asked is beyond what the generators hold."""
+    line = over_ceiling(s)
+    if line and not s.force:
+        raise BenchError(f"{line}: add --expect-workers or lower it, or add --force to try anyway")
+    check_planned(f"--rate {s.rate:g}", s.rate, s.duration + s.warmup)
 
 
 def parse_bind(text: str | None) -> tuple[str, int]:
