@@ -188,8 +188,7 @@ def main(args: argparse.Namespace) -> int:
             for i, (name, dep) in enumerate(deployments.items(), 1):
                 rally_task.progress(f"deployment {i} of {n}: {name} ({dep.describe()})")
                 for k in range(1, args.repeat + 1):
-                    label = name if args.repeat == 1 else f"{name} (run {k})"
-                    sub = f"{name}" if args.repeat == 1 else f"{name}-run{k}"
+                    label, sub = run_names(name, k, args.repeat)
                     run_dir = run_root / sub
                     run_dir.mkdir(parents=True, exist_ok=True)
                     dest = out_dir / sub
@@ -245,9 +244,14 @@ def record_history(
     """With --history: one run per deployment run that measured, with its deployment line."""
     for name, dep in deployments.items():
         for k in range(1, args.repeat + 1):
-            sub = name if args.repeat == 1 else f"{name}-run{k}"
-            if (name if args.repeat == 1 else f"{name} (run {k})") not in errors:
+            label, sub = run_names(name, k, args.repeat)
+            if label not in errors:
                 options.record_history(args, "matrix", out_dir / sub, dep)
+
+
+def run_names(name: str, k: int, repeat: int) -> tuple[str, str]:
+    """Run K of deployment NAME: its label in the table and its sub-directory."""
+    return (name, name) if repeat == 1 else (f"{name} (run {k})", f"{name}-run{k}")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
