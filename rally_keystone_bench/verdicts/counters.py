@@ -69,16 +69,20 @@ def label(statement: str) -> str:
     return f"{verb} ... FROM {table.group(1)}"
 
 
-def _time(stamp: Any) -> datetime.datetime | None:
+def _seconds(stamp: Any) -> float | None:
+    """Epoch seconds of a point's time.
+
+    The run's trace store writes a float (time.time(): cheaper than
+    osprofiler's formatted string, see deploy/tracing.py); osprofiler's own
+    ISO string (UTC) is read too.
+    """
+    if isinstance(stamp, (int, float)) and not isinstance(stamp, bool):
+        return float(stamp)
     try:
         moment = datetime.datetime.strptime(str(stamp), "%Y-%m-%dT%H:%M:%S.%f")
     except ValueError:
         return None
-    return moment.replace(tzinfo=datetime.timezone.utc)
-
-
-def _epoch(moment: datetime.datetime | None) -> float | None:
-    return moment.timestamp() if moment is not None else None
+    return moment.replace(tzinfo=datetime.timezone.utc).timestamp()
 
 
 @dataclasses.dataclass(frozen=True)
@@ -121,7 +125,7 @@ def request_costs(records: Iterable[Mapping[str, Any]]) -> list[RequestCost]:
                 base_id=base_id,
                 action=ACTION_BY_METHOD.get(method, f"{method} {root.get('path')}"),
                 complete=any(p.get("name") == "wsgi-stop" for p in points),
-                started=_epoch(_time(root.get("timestamp"))),
+                started=_seconds(root.get("timestamp")),
                 **_point_counts(points),
             )
         )
@@ -130,22 +134,22 @@ def request_costs(records: Iterable[Mapping[str, Any]]) -> list[RequestCost]:
 
 def _point_counts(points: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
     """One request's SQL statements and DB time, cache keys and LDAP calls."""
-    starts: dict[str, datetime.datetime | None] = {}
+    starts: dict[str, float | None] = {}
     statements: list[str] = []
     cache = collections.Counter[str]()
     ldap: list[str] = []
     db = 0.0
-    for point in sorted(points, key=lambda p: str(p.get("timestamp"))):
+    for point in sorted(points, key=lambda p: _seconds(p.get("timestamp")) or 0.0):
         name = point.get("name")
         detail = point.get("cache") if isinstance(point.get("cache"), Mapping) else {}
         if name == "db-start":
             statements.append(str(point.get("statement", "")))
-            starts[str(point.get("trace_id"))] = _time(point.get("timestamp"))
+            starts[str(point.get("trace_id"))] = _seconds(point.get("timestamp"))
         elif name == "db-stop":
             began = starts.pop(str(point.get("trace_id")), None)
-            ended = _time(point.get("timestamp"))
+            ended = _seconds(point.get("timestamp"))
             if began is not None and ended is not None:
-                db += max(0.0, (ended - began).total_seconds())
+                db += max(0.0, ended - began)
         elif name == "cache-start":
             cache[str(detail.get("op"))] += int(detail.get("keys") or 0)
         elif name == "cache-stop":

@@ -56,7 +56,29 @@ def test_db_time_is_the_sum_of_statement_spans():
     (cost,) = counters.request_costs(points)
     assert cost.action == "keystone.check_token"
     assert cost.sql_count == 2
-    assert cost.db_seconds == pytest.approx(0.005)
+    assert cost.db_seconds == pytest.approx(0.005, abs=1e-6)  # epoch floats: 0.24 us apart
+
+
+def test_db_time_from_the_float_clock_the_run_writes_equals_that_of_iso_strings():
+    """The run's store writes time.time(); osprofiler's own string reads the same."""
+    iso = "2026-01-01T00:00:00.{:06d}"
+    epoch = 1767225600.0  # 2026-01-01T00:00:00Z
+    spans = [("wsgi-start", "w", 0), ("db-start", "1", 1000), ("db-stop", "1", 4000),
+             ("db-start", "2", 5000), ("db-stop", "2", 7000), ("wsgi-stop", "w", 9000)]  # fmt: skip
+
+    def points(stamp) -> list[dict]:
+        return [
+            {"name": n, "base_id": "b", "trace_id": t, "timestamp": stamp(us),
+             "method": "HEAD", "statement": "SELECT 1"}
+            for n, t, us in spans
+        ]  # fmt: skip
+
+    (as_float,) = counters.request_costs(points(lambda us: epoch + us / 1e6))
+    (as_iso,) = counters.request_costs(points(lambda us: iso.format(us)))
+    assert as_float.db_seconds == pytest.approx(0.005, abs=1e-6)
+    assert as_iso.db_seconds == pytest.approx(0.005, abs=1e-6)
+    assert as_float.started == pytest.approx(epoch) == as_iso.started
+    assert as_float.sql_count == as_iso.sql_count == 2
 
 
 def test_a_request_without_its_stop_is_not_counted(records):

@@ -83,3 +83,45 @@ def test_cache_operations_are_traced_inside_a_traced_request_only(tmp_path):
         {"name": "cache-start", "cache": {"op": "get", "keys": 3}},
         {"name": "cache-stop", "cache": {"misses": 2}},
     ]
+
+
+def test_lean_trace_points_carry_what_osprofilers_own_do(tmp_path):
+    """The cheaper start/_notify: same names, paired ids, parent and base, a float time."""
+    tracing.store_path(tmp_path).mkdir()
+    out = _run(
+        tmp_path,
+        """
+        import json, time
+        from osprofiler import notifier, profiler
+        import keystone_bench_tracing as t
+
+        def points():
+            got = []
+            notifier.set(got.append)
+            profiler.init("k", base_id="base")
+            profiler.start("wsgi", info={"request": {"method": "GET"}})
+            profiler.start("db", info={"db": {"statement": "SELECT 1"}})
+            profiler.stop()
+            profiler.stop()
+            profiler.clean()
+            return got
+
+        own = points()
+        before = time.time()
+        t._lean_points()
+        lean = points()
+        print(json.dumps({"own": own, "lean": lean, "before": before}))
+        """,
+    )
+    found = json.loads(out)
+    own, lean = found["own"], found["lean"]
+    assert [p["name"] for p in lean] == [p["name"] for p in own] == [
+        "wsgi-start", "db-start", "db-stop", "wsgi-stop"]  # fmt: skip
+    assert {p["base_id"] for p in lean} == {"base"}
+    assert lean[1]["trace_id"] == lean[2]["trace_id"] != lean[0]["trace_id"] == lean[3]["trace_id"]
+    assert lean[1]["parent_id"] == lean[0]["trace_id"]  # the statement is the request's child
+    assert lean[0]["parent_id"] == own[0]["parent_id"] == "base"
+    assert lean[1]["info"]["db"] == own[1]["info"]["db"] == {"statement": "SELECT 1"}
+    stamps = [p["timestamp"] for p in lean]
+    assert stamps == sorted(stamps) and stamps[0] >= found["before"]
+    assert all(isinstance(p["timestamp"], str) for p in own)
