@@ -190,7 +190,7 @@ def test_load_verb_writes_the_report_and_summary(tmp_path):
 
 
 def test_load_on_the_rally_engine_runs_the_lifecycle_too(tmp_path):
-    """--engine rally --scenario lifecycle: issue, validate, revoke, as Locust's lifecycle."""
+    """--engine rally --scenario lifecycle: issue, validate, check, revoke, as Locust's."""
     proc = subprocess.run(
         [
             sys.executable, "-m", "rally_keystone_bench.cli", "load",
@@ -205,6 +205,6 @@ def test_load_on_the_rally_engine_runs_the_lifecycle_too(tmp_path):
     (wl,) = results.load(out / "rally-report.json")
     assert wl.scenario == "KeystoneTokens.lifecycle"
     assert wl.iterations == 25 and wl.failed_iterations == 0
-    for action in ("keystone.issue_token", "keystone.validate_token", "keystone.revoke_token"):
+    for action in (sm.ISSUE, sm.VALIDATE, sm.CHECK, sm.REVOKE):
         assert wl.actions[action].count == 25, action
         assert f"{action}: service time p50" in proc.stdout

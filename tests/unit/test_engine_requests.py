@@ -5,7 +5,9 @@ task renders for the scenario, run against a recording fake Keystone. The
 Locust engine's side: its users' calls (engines/locust/calls.py) through
 either of its HTTP stacks (--ks-http gevent | keystoneauth), against the
 same fake. Compared: each timed request's method, path and query, headers
-(token values aside) and body.
+(token values aside) and body; and every request from the first timed one
+to the iteration's end, timed or not (lifecycle's validation of the
+revoked token).
 """
 
 from __future__ import annotations
@@ -81,18 +83,26 @@ class Recorder:
     def __init__(self, server: FakeKeystone) -> None:
         self.server = server
         self.timed: list[tuple[str, dict]] = []
+        self.first: int | None = None  # the first timed request's index
 
     def timer(self, name: str):
         @contextlib.contextmanager
         def timed():
             first = len(self.server.requests)
+            self.first = first if self.first is None else self.first
             yield
             self.timed += [(name, r) for r in self.server.requests[first:]]
 
         return timed
 
+    def since_first_timed(self) -> list[tuple]:
+        return [shape(r) for r in self.server.requests[self.first :]]
 
-def rally_requests(server: FakeKeystone, scenario: str) -> list[tuple[str, tuple]]:
+
+Requests = tuple[list[tuple[str, tuple]], list[tuple]]  # timed (action, shape); all since
+
+
+def rally_requests(server: FakeKeystone, scenario: str) -> Requests:
     name, args = probe_workload(scenario)
     url = server.url
     user = OpenStackCredential(
@@ -112,10 +122,10 @@ def rally_requests(server: FakeKeystone, scenario: str) -> list[tuple[str, tuple
     scenario_obj = SCENARIO_CLASSES[name](context)
     scenario_obj._timer = recorder.timer
     scenario_obj.run(**args)
-    return [(action, shape(r)) for action, r in recorder.timed]
+    return [(action, shape(r)) for action, r in recorder.timed], recorder.since_first_timed()
 
 
-def locust_requests(server: FakeKeystone, scenario: str, stack: str) -> list[tuple[str, tuple]]:
+def locust_requests(server: FakeKeystone, scenario: str, stack: str) -> Requests:
     # what setup.prepare hands a worker for one user, and how a worker's user sends
     cred = {"user_id": "u1", "project_id": "p1", "domain_name": "Default", **NAMES}
     auth = setup.user_auth(cred)
@@ -134,34 +144,42 @@ def locust_requests(server: FakeKeystone, scenario: str, stack: str) -> list[tup
         result = calls.call(tk, auth, scenario, action, recorder.timer(action), token, tokens)
         if action == sm.ISSUE:
             token = result.token
-    return [(action, shape(r)) for action, r in recorder.timed]
+        if action == sm.REVOKE:  # as the locustfile's user does
+            assert calls.after_revocation(tk, scenario, token) == ""
+    return [(action, shape(r)) for action, r in recorder.timed], recorder.since_first_timed()
 
 
 @pytest.mark.parametrize("stack", HTTP_STACKS)
 @pytest.mark.parametrize("scenario", sorted(sm.SCENARIOS))
 def test_both_engines_send_the_same_timed_requests(keystone, scenario, stack):
-    rally = rally_requests(keystone, scenario)
-    locust = locust_requests(keystone, scenario, stack)
+    rally, rally_all = rally_requests(keystone, scenario)
+    locust, locust_all = locust_requests(keystone, scenario, stack)
     assert len({a for a, _ in rally}) == len(rally)  # one request per timed action
     assert len({a for a, _ in locust}) == len(locust)
+    assert [a for a, _ in locust] == [a for a, _ in rally]
     rally_by, locust_by = dict(rally), dict(locust)
-    # Locust's lifecycle also times a HEAD check before the revocation, which
-    # KeystoneTokens.lifecycle does not have (doc/source/engines.rst).
-    extra = {sm.CHECK} if scenario == "lifecycle" else set()
-    assert set(locust_by) - set(rally_by) == extra
-    assert set(rally_by) <= set(locust_by)
     for action, request in rally_by.items():
         assert locust_by[action] == request, action
+    assert locust_all == rally_all  # the untimed ones too, in the same order
+
+
+def test_a_revoked_token_that_still_validates_fails_the_locust_iteration(keystone):
+    keystone.honour_revocation = False  # a Keystone whose revocation does not take
+    cred = {"user_id": "u1", "project_id": "p1", "domain_name": "Default", **NAMES}
+    auth = setup.user_auth(cred)
+    tk = TokenClient(keystone.url, pool_size=1, timeout=60.0)
+    token = tk.issue(auth, "password", "project", include_catalog=True).token
+    tk.authorize(auth, "project")
+    tk.revoke(token)
+    error = calls.after_revocation(tk, "lifecycle", token)
+    assert error.startswith("RevokedTokenStillValid: ") and token.value not in error
+    assert calls.after_revocation(tk, "authenticate", token) == ""  # lifecycle's only
 
 
 @pytest.mark.parametrize("scenario", sorted(sm.SCENARIOS))
 def test_the_locust_scenarios_name_the_probe_tasks_workload(scenario):
     name, args = probe_workload(scenario)
-    locust_name, locust_args = sm.SCENARIOS[scenario]
-    assert locust_name == name
-    if scenario == "lifecycle":  # the Locust-only timed check (see above)
-        locust_args = {k: v for k, v in locust_args.items() if k != "check"}
-    assert locust_args == args
+    assert sm.SCENARIOS[scenario] == (name, args)
 
 
 def test_the_direct_session_writes_head_and_body_in_one_send(keystone, monkeypatch):

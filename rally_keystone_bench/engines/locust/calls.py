@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from rally_keystone_bench.clients.tokens import TokenRequestError
 from rally_keystone_bench.engines.locust import samples as sm
 
 
@@ -36,3 +37,20 @@ def call(tk: Any, auth: Any, scenario: str, action: str, timer: Any, token: Any,
     if action == sm.CHECK:
         return tk.check(subject, timer=timer)
     return tk.revoke(subject, timer=timer)
+
+
+def after_revocation(tk: Any, scenario: str, token: Any) -> str:
+    """The untimed end of a lifecycle iteration, as KeystoneTokens.lifecycle's.
+
+    One more validation of the revoked TOKEN, with the catalog (so that
+    Keystone's access log tells it from the timed ones), must answer 404.
+    Returns the iteration's error, or "" (never the token itself).
+    """
+    if scenario != "lifecycle" or token is None:
+        return ""
+    try:
+        result = tk.validate(token, include_catalog=True)
+    except TokenRequestError as exc:
+        return "" if exc.status == 404 else f"TokenRequestError: {exc}"
+    status = result.status
+    return f"RevokedTokenStillValid: the token still validates after revocation (HTTP {status})"

@@ -571,6 +571,8 @@ class KeystoneTokenUser(User):
                 status = result.status
                 if action == sm.ISSUE:
                     token = result.token
+                if action == sm.REVOKE:  # untimed: the revoked token must be gone
+                    error = calls.after_revocation(self.tk, w.opts.ks_scenario, token)
             except Exception as exc:  # TokenRequestError or a bug: one failed sample
                 status = int(getattr(exc, "status", 0) or 0)
                 error = f"{type(exc).__name__}: {exc}"

@@ -389,16 +389,19 @@ class RevokedTokenStillValid(Exception):
 @validation.add("required_platform", platform="openstack", users=True)
 @scenario.configure(name="KeystoneTokens.lifecycle", platform="openstack")
 class Lifecycle(_TokenScenario):
-    def run(self, validations: int = 1, revoke: bool = True) -> None:
+    def run(self, validations: int = 1, revoke: bool = True, check: bool = False) -> None:
         """Issue a token, validate it, revoke it, and make sure it is gone.
 
         Timed: keystone.issue_token, ``validations`` x keystone.validate_token,
+        with ``check`` a keystone.check_token (HEAD), then
         keystone.revoke_token. After the revocation one more validation (not
         timed, and asking for the catalog where the timed ones do not) must
         answer 404; a revoked token that validates fails the iteration.
 
         :param validations: validations between issue and revoke
         :param revoke: revoke the token at the end
+        :param check: check the token (HEAD) after the validations; the
+            capacity probe's lifecycle does, as the Locust engine's does
         """
         with self._leases():
             _, auth = self._user()
@@ -408,6 +411,8 @@ class Lifecycle(_TokenScenario):
             assert token is not None
             for _ in range(validations):
                 validator.validate(token, include_catalog=False, timer=self._timer(VALIDATE))
+            if check:
+                validator.check(token, timer=self._timer(CHECK))
             if not revoke:
                 return
             validator.revoke(token, timer=self._timer(REVOKE))
