@@ -76,13 +76,17 @@ def write_json(result: CompareResult, path: str) -> None:
     write_text(path, json.dumps(result.as_dict(), indent=2) + "\n")
 
 
-def render_html(result: CompareResult) -> str:
-    """A self-contained HTML page of the comparison."""
-    return environment().get_template("compare.html.j2").render(r=result, numbers=_numbers)
+def render_html(result: CompareResult, evidence: dict | None = None) -> str:
+    """A self-contained HTML page of the comparison (EVIDENCE: counters.evidence_html's)."""
+    return (
+        environment()
+        .get_template("compare.html.j2")
+        .render(r=result, numbers=_numbers, evidence=evidence)
+    )
 
 
-def write_html(result: CompareResult, path: str) -> None:
-    write_text(path, render_html(result))
+def write_html(result: CompareResult, path: str, evidence: dict | None = None) -> None:
+    write_text(path, render_html(result, evidence))
 
 
 def render_junit(result: CompareResult) -> str:

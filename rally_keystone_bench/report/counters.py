@@ -5,7 +5,11 @@ from __future__ import annotations
 import xml.etree.ElementTree as ET
 from collections.abc import Mapping, Sequence
 from pathlib import Path
+from typing import Any
 
+from markupsafe import Markup
+
+from rally_keystone_bench.report import svg
 from rally_keystone_bench.verdicts.counters import CounterChange, finding
 
 
@@ -74,3 +78,25 @@ def with_evidence(
         lines.append(f"where the time went (py-spy, self time per request, candidate - {other}):")
         lines.extend(f"    {c.sentence()}" for c in went)
     return "\n".join(lines)
+
+
+def evidence_html(
+    changes: Sequence[CounterChange],
+    latency_changed: Mapping[str, bool],
+    went: Sequence,
+    other: str,
+) -> dict[str, Any] | None:
+    """What gate.html and compare.html show of Keystone's evidence, or None without any.
+
+    ``counts``: the counter lines as printed; ``went``: py-spy's sentences;
+    ``chart``: the same functions as bars, OTHER's self time beside the candidate's.
+    """
+    counts = format_changes(changes, latency_changed) if changes else []
+    if not counts and not went:
+        return None
+    chart = None
+    if went:
+        rows = [(f"{c.action}: {c.function}", c.before_ms, c.after_ms) for c in went]
+        title = f"Where the time went: self time per request (py-spy), {other} and candidate"
+        chart = Markup(svg.self_time_shift(title, rows, other))
+    return {"counts": counts, "went": [c.sentence() for c in went], "chart": chart}

@@ -88,13 +88,16 @@ def block_charts(result: GateResult) -> list[Markup]:
     return charts
 
 
-def write_outputs(result: GateResult, paths: dict[str, Path]) -> None:
-    """The gate's JSON, JUnit and HTML at PATHS (keys JSON, JUnit, HTML)."""
+def write_outputs(result: GateResult, paths: dict[str, Path], evidence: dict | None = None) -> None:
+    """The gate's JSON, JUnit and HTML at PATHS (keys JSON, JUnit, HTML).
+
+    EVIDENCE: Keystone's counters and profiles for the HTML (report/counters.evidence_html).
+    """
     paths["JSON"].write_text(json.dumps(result.as_dict(), indent=2) + "\n")
     paths["JUnit"].write_text(render_junit(result))
     html = (
         environment()
         .get_template("gate.html.j2")
-        .render(r=result, text=format_text(result), charts=block_charts(result))
+        .render(r=result, text=format_text(result), charts=block_charts(result), evidence=evidence)
     )
     paths["HTML"].write_text(html)

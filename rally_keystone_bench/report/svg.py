@@ -104,7 +104,9 @@ class Frame:
         return out
 
 
-def document(title: str, body: list[str], legend: list[tuple[str, str]] = ()) -> str:
+def document(
+    title: str, body: list[str], legend: list[tuple[str, str]] = (), height: int = H
+) -> str:
     """A self-contained SVG chart: TITLE, BODY elements, a LEGEND of (color, text)."""
     items = []
     x = LEFT
@@ -115,8 +117,9 @@ def document(title: str, body: list[str], legend: list[tuple[str, str]] = ()) ->
         )
         x += 24 + 7 * len(text)
     return (
-        f'<svg xmlns="http://www.w3.org/2000/svg" class="chart" viewBox="0 0 {W} {H}" '
-        f'width="{W}" height="{H}" role="img" aria-label="{escape(title, {chr(34): "&quot;"})}" '
+        f'<svg xmlns="http://www.w3.org/2000/svg" class="chart" viewBox="0 0 {W} {height}" '
+        f'width="{W}" height="{height}" role="img" '
+        f'aria-label="{escape(title, {chr(34): "&quot;"})}" '
         'font-family="sans-serif" font-size="11" fill="#333333">'
         f"<title>{escape(title)}</title>" + "".join(body) + "".join(items) + "</svg>"
     )
@@ -371,3 +374,38 @@ def block_ratios(
     if median is not None and math.isfinite(median):
         legend.append((COLORS["fit"], "median of clean blocks"))
     return document(title, body, legend)
+
+
+def self_time_shift(title: str, rows: list[tuple[str, float, float]], other: str) -> str:
+    """Where the time went: each function's self time per request, OTHER's and the candidate's.
+
+    ROWS are (function, OTHER's ms, candidate's ms), largest rise first: the
+    function's name on a line, then its two bars (OTHER grey, candidate
+    coloured) on one scale, and the change written after them.
+    """
+    rows = [(f, b, a) for f, b, a in rows if math.isfinite(b) and math.isfinite(a)]
+    if not rows:
+        return document(title, [f'<text x="{W / 2}" y="{H / 2}">no profiles</text>'])
+    row_h, top = 40, TOP
+    height = top + row_h * len(rows) + 12
+    left, width = 12.0, W - 12.0 - 120.0
+    most = max(max(b, a) for _, b, a in rows) or 1.0
+    body = []
+    for i, (function, before, after) in enumerate(rows):
+        y = top + i * row_h
+        body.append(f'<text x="{left}" y="{y + 10}">{escape(function)}</text>')
+        for k, (ms, color, css) in enumerate(
+            ((before, "#999999", "before"), (after, COLORS["points"], "after"))
+        ):
+            w = max(1.0, ms / most * width)
+            body.append(
+                f'<rect class="{css}" x="{left}" y="{_fmt(y + 15 + k * 11)}" width="{_fmt(w)}" '
+                f'height="9" fill="{color}"><title>{escape(function)}: '
+                f"{ms:.1f} ms per request</title></rect>"
+            )
+        body.append(
+            f'<text x="{_fmt(left + max(before, after) / most * width + 6)}" y="{y + 32}">'
+            f"{after - before:+.1f} ms</text>"
+        )
+    legend = [("#999999", f"{other}, ms per request"), (COLORS["points"], "candidate")]
+    return document(title, body, legend, height)

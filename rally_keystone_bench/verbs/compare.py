@@ -35,11 +35,13 @@ def main(args: argparse.Namespace) -> int:
     changes = counter_changes(args.base, args.candidate)
     went = where_time_went(args.base, args.candidate, base, cand)
     text = compare_report.format_text(result)
-    print(report_counters.with_evidence(text, changes, latency_moved(result), went, "base"))
+    moved = latency_moved(result)
+    print(report_counters.with_evidence(text, changes, moved, went, "base"))
     if args.json:
         compare_report.write_json(result, args.json)
     if args.html:
-        compare_report.write_html(result, args.html)
+        shown = report_counters.evidence_html(changes, moved, went, "base")
+        compare_report.write_html(result, args.html, shown)
     if args.junit:
         compare_report.write_junit(result, args.junit)
         if changes:

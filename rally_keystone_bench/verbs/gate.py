@@ -350,13 +350,15 @@ def write_reports(
     changes = evidence.counter_changes(tolerance)
     text = gate_report.format_text(result)
     went = evidence.where_time_went()
-    print(report_counters.with_evidence(text, changes, latency_moved(result), went, "baseline"))
+    moved = latency_moved(result)
+    print(report_counters.with_evidence(text, changes, moved, went, "baseline"))
     paths = {
         "JSON": out_dir / "gate.json",
         "HTML": out_dir / "gate.html",
         "JUnit": out_dir / "gate-junit.xml",
     }
-    gate_report.write_outputs(result, paths)
+    shown = report_counters.evidence_html(changes, moved, went, "baseline")
+    gate_report.write_outputs(result, paths, shown)
     if changes:
         report_counters.add_to_junit_file(paths["JUnit"], changes)
     for label, path in paths.items():

@@ -52,7 +52,7 @@ def add_trace_options(parser: argparse.ArgumentParser) -> None:
         default=1.0,
         metavar="FRACTION",
         help="fraction of each client's requests traced, spread evenly per kind of request "
-        "(default 1: all; costs about 6 %% of latency, see doc/source/counters.rst)",
+        "(default 1: all; costs about 3 %% of latency, see doc/source/counters.rst)",
     )
 
 

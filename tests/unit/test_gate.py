@@ -185,3 +185,21 @@ def test_reports_are_written_with_every_block(tmp_path):
     html = paths["HTML"].read_text()
     assert "REGRESSION" in html and "swung" in html and "kind: waits" in html
     assert 'failures="1"' in paths["JUnit"].read_text()
+    assert "Keystone's evidence" not in html  # nothing traced or profiled: no section
+
+
+def test_the_page_shows_keystones_evidence_when_there_is_some(tmp_path):
+    from rally_keystone_bench.report import counters as report_counters
+    from rally_keystone_bench.verdicts import profiles
+
+    res = judge(paired_run(scale=1.5))
+    frames = ("AuthTokenResource.post (keystone/api/auth.py:450)", "sleep (time:0)")
+    before, after = {frames: 1}, {frames: 151}
+    went = profiles.diff(before, after, ({profiles.ANY: 10}, {profiles.ANY: 10}), rate=100)
+    shown = report_counters.evidence_html([], {}, went, "baseline")
+    paths = {k: tmp_path / f"gate.{k}" for k in ("JSON", "HTML", "JUnit")}
+    gate_report.write_outputs(res, paths, shown)
+    html = paths["HTML"].read_text()
+    assert html.index("Keystone's evidence") < html.index("<h2>keystone.")
+    assert "where the time went (py-spy, self time per request, candidate - baseline)" in html
+    assert html.count('class="after"') == len(went) >= 1

@@ -63,3 +63,53 @@ def test_flame_graph_is_one_self_contained_svg():
     titles = [t.text for t in root.iter("{http://www.w3.org/2000/svg}title")]
     assert any(t.startswith(HASH) and "30 samples, 75.0 %" in t for t in titles)
     assert "<script" not in svg and "href" not in svg
+
+
+def test_the_shift_chart_draws_both_sides_of_each_function_on_one_scale():
+    from rally_keystone_bench.report import svg
+
+    rows = [("keystone.issue_token: keystone/api/auth.py:post", 2.0, 152.0),
+            ("keystone.issue_token: bcrypt:hashpw", 5.0, 10.0)]  # fmt: skip
+    root = ET.fromstring(svg.self_time_shift("where", rows, "baseline"))
+    ns = "{http://www.w3.org/2000/svg}"
+    widths = {
+        (r.get("class"), r.find(f"{ns}title").text.split(":")[1]): float(r.get("width"))
+        for r in root.iter(f"{ns}rect")
+        if r.get("class") in ("before", "after")
+    }
+    assert widths[("after", " keystone/api/auth.py")] > 10 * widths[("after", " bcrypt")]
+    assert widths[("before", " keystone/api/auth.py")] < widths[("before", " bcrypt")]
+    texts = [t.text for t in root.iter(f"{ns}text")]
+    assert "+150.0 ms" in texts and "+5.0 ms" in texts
+    assert int(root.get("height")) > 2 * 40  # a row per function
+
+
+def test_gate_and_compare_pages_show_the_counters_and_where_the_time_went(tmp_path):
+    from rally_keystone_bench.report import counters as report_counters
+    from rally_keystone_bench.verdicts import counters
+
+    shapes = {"SELECT a FROM assignment WHERE b = ?": 1.0}
+    one = counters.ActionCounters("keystone.validate_token", (9,) * 5, (0.001,) * 5, {}, {})
+    two = counters.ActionCounters(
+        "keystone.validate_token", (10,) * 5, (0.001,) * 5, shapes,
+        {s: counters.label(s) for s in shapes},
+    )  # fmt: skip
+    changes = counters.compare({one.action: one}, {two.action: two})
+    before = profiles.parse(stacks(10, 200))
+    after = profiles.parse(stacks(160, 200))
+    went = profiles.diff(before, after, (ISSUES, ISSUES), rate=100)
+    shown = report_counters.evidence_html(changes, {}, went, "baseline")
+    assert "keystone.validate_token: 9 -> 10 SQL statements" in shown["counts"][0]
+    assert "keystone/token/provider.py:Manager.issue_token" in shown["went"][0]
+    assert report_counters.evidence_html([], {}, [], "base") is None
+
+    from rally_keystone_bench.report.render import environment
+
+    html = (
+        environment()
+        .from_string('{% with other = "baseline" %}{% include "_evidence.html.j2" %}{% endwith %}')
+        .render(evidence=shown)
+    )
+    assert "9 -&gt; 10 SQL statements" in html
+    assert "candidate - baseline" in html and html.count("<svg") == 1
+    assert "keystone/token/provider.py:Manager.issue_token" in html
