@@ -40,7 +40,8 @@ from rally_keystone_bench.driver import task as rally_task
 from rally_keystone_bench.driver.rally import RallyHome, keystone_spec
 from rally_keystone_bench.verdicts import results
 
-# serial: the durations Rally records must stay under 10 s.
+# serial: the durations Rally records must stay under REQUEST_TIMEOUT + the lock's
+# hold + SLACK_S, about 20 s of wall clock (see the first test).
 pytestmark = [pytest.mark.functional, pytest.mark.serial]
 
 REQUEST_TIMEOUT = 5  # s: the router's 502 for a worker that went silent
@@ -234,6 +235,8 @@ def test_killed_workers_cost_seconds_not_a_minute(keystone, tmp_path):
     for a new worker; so no duration may exceed REQUEST_TIMEOUT + the time
     the lock was held + SLACK_S, a bound the test checks is below uWSGI's
     60 s, so it still tells the two apart. Nothing waits for time to pass.
+    Measured over 14 looped runs (doc/source/gate-ci.rst): the lock held 0.04 to
+    0.32 s, the longest request 5.1 to 5.8 s, about 14 s under the bound.
     """
     ks, home = keystone
     task = token_task(tmp_path / "crash.json", times=60, concurrency=2, tenants=1, users=2)
