@@ -141,8 +141,8 @@ def test_gate_signalled_while_both_keystones_start_exits_and_leaves_nothing(tmp_
     Slack: the signal goes when a server.log exists (uWSGI spawned), polled every
     0.1 s; Keystone answers only seconds later, once its workers loaded the app,
     so the signal lands in the start with seconds to spare. The exit may take 60 s
-    (stopping what started), half of the 120 s the old code sat out; it took 25 s,
-    and 15.9 s at load 10 to 17 (doc/source/gate-ci.rst)."""
+    (stopping what started), half of the 120 s the old code sat out; it took 15.9 s
+    at load 10 to 17, the whole test 25 s (doc/source/gate-ci.rst)."""
     root = Path(__file__).resolve().parents[2]
     proc = subprocess.Popen(
         [sys.executable, "-m", "rally_keystone_bench.cli", "gate",
