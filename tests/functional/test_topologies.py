@@ -106,15 +106,19 @@ def wait_for(condition, what: str, failed: list[str], deadline_s: float = 120.0)
 
 
 @pytest.mark.slow
-@pytest.mark.serial  # node 2 must serve within 3 s of node 1's stop
+# serial: it once slept 6 s after node 1's stop and wanted answers in the last 3 s
+# (gate-ci.rst); it now waits for states, and only its 120 s bounds are wall clock.
+@pytest.mark.serial
 def test_two_nodes_behind_haproxy_share_keys_and_survive_losing_one(tmp_path):
     """Node 1 stops while a serial load runs: HAProxy sends the rest to node 2.
 
-    No fixed sleep: the test waits for the load to run, stops node 1
-    (terminate returns once it is gone), then waits for three answers
-    that came after that, which only node 2 can have given; 120 s bounds
-    a failure, not a pace. At most the one request in flight on node 1
-    may fail (the load is serial; HAProxy redispatches refused connections).
+    No fixed sleep: the test waits for the load to run, stops node 1 (terminate
+    returns once it is gone), then for three answers after that, which only node 2
+    can give. Slack: 120 s bounds each wait, against HAProxy's redispatch of refused
+    connections and its drop of node 1 after two failed checks 1 s apart
+    (doc/source/deployments.rst), a takeover never timed; 18 looped runs at load
+    12 to 22 passed (gate-ci.rst). Up to 3 failures pass; the serial load has one
+    request in flight on node 1.
     """
     require("haproxy", "haproxy")
     from rally_keystone_bench.deploy import balancer, process
@@ -187,6 +191,10 @@ def test_sqlite_on_tmpfs_runs_a_task_and_leaves_nothing(tmp_path):
 @pytest.mark.slow
 @pytest.mark.serial  # it compares all of /dev/shm before and after: nothing else may write there
 def test_postgresql_on_tmpfs_is_a_private_server_gone_afterwards(tmp_path):
+    """PostgreSQL on tmpfs is a private server on a port of its own, gone afterwards with
+    its /dev/shm directory. No time bound: serial only because it compares all of
+    /dev/shm before and after; the 2 s connect timeout only checks a closed port,
+    which refuses at once."""
     task = tiny_task(tmp_path / "tiny.json")
     shm_before = set(Path("/dev/shm").iterdir())
     proc = bench(
