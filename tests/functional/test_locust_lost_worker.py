@@ -36,6 +36,12 @@ def locust_workers_of(parent: int) -> list[int]:
 
 
 def test_a_killed_worker_keeps_the_survivors_samples(tmp_path):
+    """A worker SIGKILLed 8 s after both exist: exit 2, "lost 1 of 2", the survivor's kept.
+
+    Timing luck: the kill must land once every worker is ready (a worker lost before
+    that stops the load, and nothing is sent); the 8 s sleep stands for it, and no
+    setup time of this load is quoted. It cannot land after the 12 s load. The
+    survivor sends its share either way, about 120 (10 rps for 12 s), against 50."""
     argv = [sys.executable, "-m", "rally_keystone_bench.cli", "load", "--target", "mock"]
     argv += ["--scenario", "authenticate", "--rate", "20", "--duration", "12", "--workers", "2"]
     argv += ["--reports-dir", str(tmp_path / "reports")]
