@@ -31,6 +31,12 @@ def capacity(tmp_path: Path, *args: str) -> tuple[subprocess.CompletedProcess, d
 
 
 def test_the_search_finds_the_mock_capacity(tmp_path):
+    """N in [40, 54] rps; no probe at 56 rps or more passes; passing probes sent 95 %.
+
+    Slack: with these 3 + 8 s probes at load 6.6 the search found 50 twice, with
+    10 + 30 s probes idle 49 (doc/source/capacity.rst); the mock cannot serve over
+    50, so the band is 20 % below it and 8 % above. Probes there sent their whole
+    target; 95 % is where the judge calls a probe generator-limited."""
     proc, summary = capacity(tmp_path, "--low", "36", "--high", "64", "--precision", "4")
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert summary is not None
@@ -64,6 +70,9 @@ def test_the_search_finds_the_mock_capacity(tmp_path):
 
 
 def test_a_low_that_already_degrades_exits_1(tmp_path):
+    """--low 70, 40 % past the mock's 50 rps: the first probe degrades, exit 1. Slack: at
+    71 rps this mock's p50 was 1.8 s (Locust, engines.rst) and 3.0 s (Rally,
+    capacity.rst), against its 20 ms service time."""
     proc, summary = capacity(tmp_path, "--low", "70", "--high", "80", "--precision", "10")
     assert proc.returncode == 1, proc.stderr[-3000:]
     assert summary["result"]["status"] == "low degrades"
