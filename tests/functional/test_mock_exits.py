@@ -21,6 +21,9 @@ def mock(*args: str, **kwargs) -> list[str]:
 
 @pytest.mark.parametrize("sig, code", [(signal.SIGINT, 130), (signal.SIGTERM, 143)])
 def test_mock_exits_128_plus_the_signal(tmp_path, sig, code):
+    """SIGINT/SIGTERM once the mock printed its openrc (by construction, it serves):
+    exit 130/143, one line, no pid file. Bound: 30 s to exit, for a SIGTERM to its 2
+    worker processes and a wait; no exit time of the mock was measured."""
     proc = subprocess.Popen(
         mock("--run-dir", str(tmp_path), "--workers", "2"),
         stdout=subprocess.PIPE,

@@ -19,6 +19,9 @@ pytestmark = pytest.mark.functional
 
 
 def test_a_port_taken_after_its_pick_is_replaced(tmp_path, monkeypatch):
+    """The first port picked is one this test holds: the start retries on another.
+    No time bound of its own: the race is made by construction, and only Keystone's
+    start timeout (START_TIMEOUT, 120 s an attempt) bounds it."""
     thief = socket.socket()
     thief.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     thief.bind(("127.0.0.1", 0))
