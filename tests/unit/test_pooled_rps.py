@@ -12,7 +12,8 @@ from rally.task import scenario
 
 from rally_keystone_bench.plugins.runners import pooled_rps
 
-# serial: iterations must finish, and an abort land, within bounds of wall clock.
+# serial: iterations must finish, and an abort land, within bounds of wall clock (the
+# tests that run _worker_process; the others compute offsets, schemas or results).
 pytestmark = pytest.mark.serial
 
 
@@ -90,6 +91,10 @@ def run_worker(times: int, rate: float, concurrency: int, args: dict, aborted=No
 
 
 def test_the_schedule_is_the_rate_and_never_ahead_of_it():
+    """11 iterations at 50 rps: intended starts 1/50 s apart (computed, to 1e-6 s), none
+    started over 1 ms early. A slow machine only starts them later; the 1 ms is a
+    margin no measurement backs (both times are time.time(), the start read after the
+    wait)."""
     results = run_worker(times=11, rate=50, concurrency=4, args={})
     assert len(results) == 11 and not any(r["error"] for r in results)
     # The schedule: iteration i is due i / rate after the runner's start,
@@ -100,6 +105,10 @@ def test_the_schedule_is_the_rate_and_never_ahead_of_it():
 
 
 def test_threads_are_reused_and_concurrency_is_capped():
+    """40 iterations of 10 ms at 10,000 rps, 3 slots: 3 run at once, never 4, on at most 3
+    threads. Timing: each iteration lasts 100 spacings, and a slot is added within
+    GROW_INTERVAL (5 ms) of all being busy, so 3 overlap even on a slow machine; not
+    measured."""
     results = run_worker(times=40, rate=10_000, concurrency=3, args={"sleep": 0.01})
     assert len(results) == 40
     assert RECORD.most == 3  # the cap is reached, never passed
@@ -116,6 +125,9 @@ def test_each_iteration_gets_its_own_context_sharing_nested_objects():
 
 
 def test_a_slow_iteration_does_not_hold_back_the_free_slot():
+    """Iteration 1 takes 0.5 s, nine others 10 ms, two slots: all nine end before it
+    (under rps's worker 1 of 9 did, doc/source/runners.rst). Slack: the nine need
+    about 90 ms of the 500, over 5 times less."""
     # Rally's rps runner waits for the oldest running iteration when its
     # slots are full; here the other slot keeps going.
     run_worker(times=10, rate=10_000, concurrency=2, args={"sleep": 0.01, "slow_first": 0.5})
@@ -124,6 +136,9 @@ def test_a_slow_iteration_does_not_hold_back_the_free_slot():
 
 
 def test_abort_stops_starting_iterations():
+    """An abort 0.2 s into 1000 iterations at 50 rps: 5 to 29 ran (about 10 are due by
+    then). The band accepts an abort that lands 0.1 to 0.6 s in, a margin for the timer
+    thread on a busy machine that no measurement backs."""
     aborted = threading.Event()
     threading.Timer(0.2, aborted.set).start()
     results = run_worker(times=1000, rate=50, concurrency=2, args={}, aborted=aborted)
@@ -145,6 +160,9 @@ def _no_rally_config(monkeypatch):
 
 
 def test_each_iteration_records_its_intended_start_and_a_late_one_shows():
+    """One slot, 60 ms iterations due every 20 ms: the fifth, due at 80 ms, starts after
+    four iterations, about 160 ms late, against a bound of 100 ms. One-sided: a slow
+    machine only adds lateness; the 1 ms never-early margin is the schedule test's."""
     # one slot, iterations of 60 ms at 50 rps (20 ms apart): every start after
     # the first is late, and the record says when it was due
     results = run_worker(times=5, rate=50, concurrency=1, args={"sleep": 0.06})
@@ -170,6 +188,9 @@ def test_steps_space_each_steps_iterations_at_its_rate_one_step_after_the_other(
 
 
 def test_a_stepped_schedule_runs_through_the_worker_never_early():
+    """20 rps for 0.5 s, then 60 rps, through the worker: intended starts at each step's
+    spacing (computed, to 1e-6 s), none started over 1 ms early. No wall-clock bound
+    but that margin, as in the first schedule test."""
     global RECORD
     RECORD = Recorder()
     results = ListQueue()
@@ -211,6 +232,9 @@ def test_processes_of_a_stepped_schedule_interleave_in_every_step():
 
 
 def test_a_slot_is_added_only_when_every_slot_is_busy():
+    """20 empty iterations at 100 rps, up to 8 slots: one thread. Timing: each must end
+    within its 10 ms spacing; pooled_rps ran Dummy.dummy at 9,605 iterations/s
+    (doc/source/engines.rst), so an iteration costs well under 1 ms."""
     # 20 quick iterations at 100 rps: the one slot is always free when the
     # next is due, so no second thread starts
     results = run_worker(times=20, rate=100, concurrency=8, args={})
@@ -219,6 +243,10 @@ def test_a_slot_is_added_only_when_every_slot_is_busy():
 
 
 def test_results_and_events_travel_in_batches():
+    """30 empty iterations at 10,000 rps: under 30 batches. Results go out every 50 ms
+    (FLUSH_INTERVAL); the 30 are due within 3 ms and, at 9,605 iterations/s
+    (doc/source/engines.rst), done in a few more, so the bound fails only if the run
+    took about 1.5 s."""
     results = run_worker(times=30, rate=10_000, concurrency=2, args={})
     assert len(results) == 30
     assert sorted(e["value"] for e in results.events) == list(range(1, 31))
