@@ -137,7 +137,9 @@ def test_db_url_without_a_server_database_is_refused():
 # pytest-xdist's tmp_path (.../popen-gwN/...) is 11 bytes deeper.
 @pytest.mark.serial
 def test_apache_daemon_sockets_move_out_of_a_run_dir_too_deep_for_them(tmp_path, monkeypatch):
-    """A matrix row's run directory is deep: mod_wsgi's socket path would pass 107 bytes."""
+    """A matrix row's run directory is deep: mod_wsgi's socket path would pass 107 bytes.
+
+    No time bound: serial only so that tmp_path is the shallow one (see above)."""
     monkeypatch.setattr(servers.os, "geteuid", lambda: 1000)  # no Apache user to set up
     deep = tmp_path / ("d" * 60) / "matrix-20261123T012227Z" / "apache-sqlite" / "keystone"
     deep.mkdir(parents=True)
