@@ -92,7 +92,10 @@ def test_requests_per_node_count_token_requests_not_health_checks(tmp_path):
 
 
 def test_node_states_is_haproxys_own_view_up_only_once_a_node_answers(tmp_path):
-    """A node that answers /v3 turns UP; one that never answers stays DOWN."""
+    """A node that answers /v3 turns UP; one that never answers stays DOWN.
+
+    Slack: 15 s for HAProxy's view, whose checks every 1 s change a state after one
+    (up) or two (down) of them (haproxy.cfg.j2); how long that takes was never timed."""
     import http.server
     import threading
     import time

@@ -44,6 +44,9 @@ def test_the_token_the_context_issued_is_used_and_none_is_issued():
 
 
 def test_concurrent_new_clients_issue_one_token_between_them():
+    """Eight clients at once while the issue takes 50 ms: one token between them. The
+    50 ms only makes the race likely (the threads start within it, not measured); a
+    thread that came later would find the cached token, so time cannot fail it."""
     issue, got = Issuer(), []
     threads = [
         threading.Thread(

@@ -199,6 +199,8 @@ def test_error_rate_one_answers_500(tmp_path):
 
 
 def test_service_time_serialises_token_requests_in_a_worker(tmp_path):
+    """Six token requests at once on one worker of 50 ms take at least 0.3 s. One-sided:
+    a slow machine only adds time; only serving two at once could be faster."""
     m = Mock(tmp_path, service_time_ms=50)
     try:
         results = []
@@ -229,6 +231,9 @@ def test_a_taken_port_exits_2_with_one_line(tmp_path, capsys):
 
 
 def test_stall_holds_token_requests_until_it_ends(tmp_path):
+    """A token request sent 0.65 s in, inside the stall [0.6, 1.0), is answered at 1.0 s
+    or later. One-sided: a late send only makes it later; one over 0.35 s late would
+    miss the stall and pass without testing it (no send lateness was measured)."""
     m = Mock(tmp_path, stall_s=0.4, stall_every_s=0.6)
     try:
         started = m.server.started
