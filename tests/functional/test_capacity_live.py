@@ -31,7 +31,7 @@ def capacity(tmp_path: Path, *args: str) -> tuple[subprocess.CompletedProcess, d
 
 
 def test_the_search_finds_the_mock_capacity(tmp_path):
-    """N in [40, 54] rps; no probe at 56 rps or more passes; passing probes sent 95 %.
+    """N in [40, 54] rps, nothing at 56 rps or more passes, passing probes sent >= 95 %.
 
     Slack: with these 3 + 8 s probes at load 6.6 the search found 50 twice, with
     10 + 30 s probes idle 49 (doc/source/capacity.rst); the mock cannot serve over

@@ -165,7 +165,7 @@ def test_keystone_restarted_during_setup_and_cleanup(ks, rh, admin, tmp_path):
 
     Bound: each restart must be over within the contexts' patience, 30 s in setup and
     120 s in cleanup (RetryPolicy); a warm ``keystone up``, setup included, took 9.7 to
-    15.5 s (doc/source/run.rst), about half the 30 s. The restarter polls every 0.2 s
+    15.5 s (doc/source/run.rst), at most about half the 30 s. The restarter polls every 0.2 s
     (and two list calls) for windows of seconds (164 resources to create, cleanup from
     100 down to 1); one restart on admin calls suffices; 300 s bounds each wait.
     """
