@@ -10,8 +10,8 @@ one core while the other idles. ``tox.ini`` turns that sort off
 each took in an earlier run (``tests/file_durations.json``), longest first,
 so the tail holds the short ones (longest-processing-time-first).
 
-At the end of a session it prints the files that took longest, and writes
-every file's seconds to ``$KEYSTONE_BENCH_FILE_DURATIONS`` when that is set,
+At the end of a session it prints the files that took longest, and, in a
+parallel part, writes every file's seconds to ``$KEYSTONE_BENCH_FILE_DURATIONS`` when that is set,
 in the format ``file_durations.json`` keeps, to refresh it from a CI run.
 """
 
@@ -97,6 +97,8 @@ def summary(terminalreporter: Any, config: Any) -> None:
     for line in CLOCK.lines():
         terminalreporter.write_line(line)
     out = os.environ.get(OUT_ENV)
-    if out:
+    # only the parallel parts read the table: a serial part's figure for a file
+    # that also has parallel tests would replace the one the order needs
+    if out and getattr(config.option, "numprocesses", None):
         CLOCK.write(Path(out))
         terminalreporter.write_line(f"file durations written to {out}")
