@@ -4,6 +4,16 @@ Keystone pins its oslo libraries; Rally pins others. Each Keystone SPEC (a
 pip requirement such as ``keystone==30.0.0`` or a local checkout path) gets a
 virtual environment of its own under the cache directory, so the two never
 clash and a second start does not install again.
+
+uv builds them (the ``uv`` package is a dependency of this one): it resolves
+and installs Keystone's hundred-odd packages in seconds where pip took a
+minute or more, from one cache of downloads. uWSGI comes only as an sdist
+and takes a minute of CPU to compile; uv's cache rebuilds it whenever PyPI's
+answer for the file is not cacheable (as behind this machine's proxy), so
+it is built once into a wheel of our own (``wheels/`` in the cache
+directory) and every environment installs that file. A tree (a local
+checkout, a commit's worktree) is installed with no cache at all, so that a
+wheel built from another tree of the same name is never taken for it.
 """
 
 from __future__ import annotations
@@ -89,33 +99,81 @@ def _locked(path: Path) -> Iterator[None]:
             fcntl.flock(lock, fcntl.LOCK_UN)
 
 
-def _pip(venv: Path, args: list[str], log: Path) -> None:
-    cmd = [
-        str(venv / "bin" / "python"),
-        "-m",
-        "pip",
-        "install",
-        "--disable-pip-version-check",
-        *args,
-    ]
+def uv_binary() -> str:
+    """The uv executable that came with this package (the ``uv`` distribution)."""
+    try:
+        from uv import find_uv_bin
+
+        return find_uv_bin()
+    except (ImportError, FileNotFoundError):
+        found = shutil.which("uv")
+        if found:
+            return found
+        raise BenchError("uv is not installed: pip install uv") from None
+
+
+def _uv_env() -> dict[str, str]:
+    """uv's environment: the CA bundle pip was told of (a proxy's) is uv's too."""
+    env = dict(os.environ)
+    cert = env.get("PIP_CERT") or env.get("REQUESTS_CA_BUNDLE")
+    if cert and not env.get("SSL_CERT_FILE"):
+        env["SSL_CERT_FILE"] = cert
+    return env
+
+
+def _make_venv(venv: Path, log: Path) -> None:
+    _run_logged([uv_binary(), "venv", "--no-config", "--python", sys.executable, str(venv)], log,
+                what=f"create a virtual environment in {venv}")  # fmt: skip
+
+
+def _pip(venv: Path, args: list[str], log: Path, *, fresh: bool = False) -> None:
+    """uv pip install ARGS into VENV; FRESH: with no cache (a tree's own build)."""
+    cmd = [uv_binary(), "pip", "install", "--no-config", "--python", str(venv / "bin" / "python")]
+    if fresh:
+        cmd.append("--no-cache")
+    _run_logged([*cmd, *args], log, what=f"install {' '.join(args)}")
+
+
+def _uwsgi_wheel(log: Path) -> str:
+    """Our uWSGI wheel for this Python, compiled on first use and kept."""
+    tag = f"cp{sys.version_info.major}{sys.version_info.minor}"
+    wheels = cache_root() / "wheels"
+    with _locked(wheels / ".uwsgi.lock"):
+        built = sorted(wheels.glob(f"uwsgi-*-{tag}-*.whl"))
+        if built:
+            return str(built[-1])
+        work = wheels / f".build-{os.getpid()}"
+        shutil.rmtree(work, ignore_errors=True)
+        try:
+            env = work / "env"
+            _run_logged([uv_binary(), "venv", "--no-config", "--seed", "--python", sys.executable,
+                         str(env)], log, what="create uWSGI's build environment")  # fmt: skip
+            _run_logged([str(env / "bin" / "python"), "-m", "pip", "wheel", "--no-deps",
+                         "--no-cache-dir", "--disable-pip-version-check", "uwsgi", "-w",
+                         str(work / "out")], log, what="build uWSGI")  # fmt: skip
+            (wheel,) = (work / "out").glob(f"uwsgi-*-{tag}-*.whl")
+            wheel.rename(wheels / wheel.name)
+        finally:
+            shutil.rmtree(work, ignore_errors=True)
+        return str(wheels / wheel.name)
+
+
+def _run_logged(cmd: list[str], log: Path, what: str) -> None:
     with open(log, "a") as out:
         out.write("$ " + " ".join(cmd) + "\n")
         out.flush()
-        proc = subprocess.run(cmd, stdout=out, stderr=subprocess.STDOUT)
+        proc = subprocess.run(cmd, stdout=out, stderr=subprocess.STDOUT, env=_uv_env())
     if proc.returncode != 0:
-        raise BenchError(f"pip could not install {' '.join(args)}: {_pip_reason(log)} (log: {log})")
+        raise BenchError(f"could not {what}: {_pip_reason(log)} (log: {log})")
 
 
 def _pip_reason(log: Path) -> str:
-    """The most telling line of a failed pip run."""
-    lines = [
-        ln.strip()
-        for ln in log.read_text(errors="replace").splitlines()
-        if ln.strip() and not ln.startswith("WARNING: Location")
-    ]
-    for ln in reversed(lines):
-        if ln.startswith("ERROR:"):
-            return ln[len("ERROR:") :].strip()
+    """The most telling line of a failed install: uv's cause, else its error."""
+    lines = [ln.strip() for ln in log.read_text(errors="replace").splitlines() if ln.strip()]
+    for prefix in ("cause:", "error:", "ERROR:"):
+        for ln in reversed(lines):
+            if ln.startswith(prefix):
+                return ln[len(prefix) :].strip()
     return lines[-1] if lines else "no output"
 
 
@@ -138,12 +196,10 @@ def ensure_keystone_env(
                 shutil.rmtree(venv)
             progress(f"building Keystone environment for {spec} in {venv} (once per SPEC)")
             log.write_text("")
-            subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
             try:
+                _make_venv(venv, log)
                 _install(venv, spec, log, progress)
-                if not (venv / "bin" / "keystone-manage").exists():
-                    # pip installed something: a tree that is not Keystone's.
-                    raise BenchError(f"{spec} installed no keystone-manage: not a Keystone")
+                _pip(venv, [_uwsgi_wheel(log)], log)  # our server, not Keystone's: today's
             except BaseException:
                 # Never cached as complete: the next run builds it again.
                 shutil.rmtree(venv, ignore_errors=True)
@@ -157,35 +213,43 @@ def ensure_keystone_env(
 
 
 def _install(venv: Path, spec: str, log: Path, progress: Progress) -> None:
-    """Keystone SPEC and uWSGI; a commit from a worktree; an older release with the
-    dependencies of its day."""
+    """Keystone SPEC (uWSGI comes after): a commit from a worktree; an older release
+    with the dependencies of its day."""
     if gitref.is_spec(spec):
         # Not editable: the worktree is removed, the environment stays cached.
         with gitref.worktree(spec) as tree:
-            _pip(venv, [str(tree), "uwsgi"], log)
+            _pip(venv, [str(tree)], log, fresh=True)
+        _check_keystone(venv, spec)
         return
     if is_local_checkout(spec):
-        _pip(venv, ["-e", str(Path(spec).resolve()), "uwsgi"], log)
+        _pip(venv, ["-e", str(Path(spec).resolve())], log, fresh=True)
+        _check_keystone(venv, spec)
         return
     dated = releases.cutoff(spec)
     if dated is None:
-        _pip(venv, [spec, "uwsgi"], log)
+        _pip(venv, [spec], log)
+        _check_keystone(venv, spec)
         return
     progress(f"{spec}: with the packages published before {dated}")
-    _pip(venv, ["-U", releases.PIP_WITH_CUTOFF], log)
     # Sdists of that day build with pbr, which imports pkg_resources: today's
     # setuptools has none, so their build environments get an older one.
     build = venv / "rkb-build-constraints.txt"
     build.write_text(releases.BUILD_CONSTRAINTS)
-    args = [*releases.pypi_only(os.environ), "--uploaded-prior-to", dated]
-    args += ["--build-constraint", str(build)]
+    args = [*releases.pypi_only(), "--exclude-newer", dated]
+    args += ["--build-constraints", str(build)]
     if releases.caps(spec):
         pins = venv / "rkb-constraints.txt"
         pins.write_text("".join(f"{c}\n" for c in releases.caps(spec)))
-        args += ["--constraint", str(pins)]
+        args += ["--constraints", str(pins)]
     _pip(venv, [*args, spec], log)
-    _pip(venv, ["uwsgi"], log)  # our server, not Keystone's: today's
+    _check_keystone(venv, spec)
     _add_wsgi_module(venv)
+
+
+def _check_keystone(venv: Path, spec: str) -> None:
+    if not (venv / "bin" / "keystone-manage").exists():
+        # uv installed something: a tree that is not Keystone's.
+        raise BenchError(f"{spec} installed no keystone-manage: not a Keystone")
 
 
 # keystone.wsgi.api, as newer Keystones ship it (28.0.0 has it, 24.0.0 not); older
