@@ -172,28 +172,40 @@ def start_both(
         keystones[side] = ks
         stack.callback(ks.stop)
     errors: dict[str, BaseException] = {}
+    ended = {side: threading.Event() for side in SIDES}
 
     def start(side: str) -> None:
         try:
             targets.start_explained(keystones[side])
         except BaseException as exc:  # reported below, in this thread
             errors[side] = exc
+        finally:
+            ended[side].set()
+
+    def wait_for_both() -> None:
+        # Not Thread.join(): on Python 3.11 a signal handler's exception inside
+        # join() marks a thread that is still running as stopped (the bpo-45274
+        # cleanup releases the lock the running thread holds), so a second
+        # join() returns at once and the start goes on spawning after the stop.
+        for side in SIDES:
+            while not ended[side].wait(0.5):
+                pass
 
     threads = [threading.Thread(target=start, args=(side,)) for side in SIDES]
     for t in threads:
         t.start()
     try:
-        for t in threads:
-            t.join()
+        wait_for_both()
     except BaseException:
         # Interrupted (Ctrl-C, SIGTERM): both starts give up at their next
         # step and stop what they began; only then does STACK stop the rest,
         # so no process is spawned after the stop.
         for ks in keystones.values():
             ks.cancel_start()
-        for t in threads:
-            t.join()
+        wait_for_both()
         raise
+    for t in threads:
+        t.join()  # each has ended its start: returning, nothing more
     for side in SIDES:
         if side in errors:
             raise errors[side]
