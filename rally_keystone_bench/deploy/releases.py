@@ -2,9 +2,9 @@
 
 OpenStack pins each release's libraries in its upper-constraints file, which
 is not on PyPI. What PyPI does offer is the upload time of every file, and
-uv can resolve with ``--exclude-newer``: a release installed with only what
-was published by the day it came out gets the oslo libraries, SQLAlchemy and
-WebOb it was tested with, not today's.
+pip (25.3 and later) can resolve with ``--uploaded-prior-to``: a release
+installed with only what was published by the day it came out gets the
+oslo libraries, SQLAlchemy and WebOb it was tested with, not today's.
 
 ``cutoff(spec)`` is that date for a pinned ``keystone==X``; None for any
 other spec (the newest release, a range, a local checkout), which is
@@ -14,6 +14,7 @@ installed as before.
 from __future__ import annotations
 
 import json
+import os
 import re
 import urllib.error
 import urllib.request
@@ -76,14 +77,24 @@ def caps(spec: str) -> tuple[str, ...]:
 # Build dependencies of old sdists (pbr imports pkg_resources, gone from setuptools 81).
 BUILD_CONSTRAINTS = "setuptools<81\n"
 
+# pip learnt --uploaded-prior-to in 25.3; Python 3.11's bundled pip is older.
+PIP_WITH_CUTOFF = "pip>=25.3"
+
 PYPI = "https://pypi.org/simple"
 
 
-def pypi_only() -> list[str]:
-    """uv options that read PyPI alone: a local mirror or wheel directory has
-    no upload times, so the date would not hold there. (uv reads no pip
-    configuration; ``--no-config`` drops its own files.)"""
-    return ["--index-url", PYPI]
+def pypi_only(environ: dict[str, str] | os._Environ) -> list[str]:
+    """pip options that read PyPI alone: a local mirror or wheel directory has
+    no upload times, so pip would take today's files from it whatever the date.
+
+    ``--isolated`` drops pip's configuration files and PIP_* variables; the
+    CA bundle they named (a proxy's) is passed on.
+    """
+    args = ["--isolated", "--index-url", PYPI]
+    cert = environ.get("PIP_CERT") or environ.get("REQUESTS_CA_BUNDLE")
+    if cert:
+        args += ["--cert", cert]
+    return args
 
 
 _PINNED = re.compile(r"^\s*keystone\s*==\s*([0-9][0-9A-Za-z.]*)\s*$", re.IGNORECASE)

@@ -13,7 +13,9 @@ answer for the file is not cacheable (as behind this machine's proxy), so
 it is built once into a wheel of our own (``wheels/`` in the cache
 directory) and every environment installs that file. A tree (a local
 checkout, a commit's worktree) is installed with no cache at all, so that a
-wheel built from another tree of the same name is never taken for it.
+wheel built from another tree of the same name is never taken for it. An
+older release (``keystone==X`` with a date, deploy/releases.py) is resolved
+by pip, whose --uploaded-prior-to resolution is the one that runs.
 """
 
 from __future__ import annotations
@@ -231,19 +233,31 @@ def _install(venv: Path, spec: str, log: Path, progress: Progress) -> None:
         _check_keystone(venv, spec)
         return
     progress(f"{spec}: with the packages published before {dated}")
+    _pip_dated(venv, spec, dated, log)
+    _check_keystone(venv, spec)
+    _add_wsgi_module(venv)
+
+
+def _pip_dated(venv: Path, spec: str, dated: str, log: Path) -> None:
+    """pip, not uv, for an older release: uv's --exclude-newer resolved keystone
+    29.1.0 to pyOpenSSL 22.0.0 beside cryptography 50.0.1, which does not import
+    (eventlet imports OpenSSL); pip's --uploaded-prior-to resolution runs."""
+    python = str(venv / "bin" / "python")
+    _run_logged([uv_binary(), "pip", "install", "--no-config", "--python", python, "pip",
+                 "setuptools<81"], log, what="put pip into the environment")  # fmt: skip
+    pip = [python, "-m", "pip", "install", "--disable-pip-version-check"]
+    _run_logged([*pip, "-U", releases.PIP_WITH_CUTOFF], log, what="upgrade pip")
     # Sdists of that day build with pbr, which imports pkg_resources: today's
     # setuptools has none, so their build environments get an older one.
     build = venv / "rkb-build-constraints.txt"
     build.write_text(releases.BUILD_CONSTRAINTS)
-    args = [*releases.pypi_only(), "--exclude-newer", dated]
-    args += ["--build-constraints", str(build)]
+    args = [*releases.pypi_only(os.environ), "--uploaded-prior-to", dated]
+    args += ["--build-constraint", str(build)]
     if releases.caps(spec):
         pins = venv / "rkb-constraints.txt"
         pins.write_text("".join(f"{c}\n" for c in releases.caps(spec)))
-        args += ["--constraints", str(pins)]
-    _pip(venv, [*args, spec], log)
-    _check_keystone(venv, spec)
-    _add_wsgi_module(venv)
+        args += ["--constraint", str(pins)]
+    _run_logged([*pip, *args, spec], log, what=f"install {spec}")
 
 
 def _check_keystone(venv: Path, spec: str) -> None:

@@ -1,4 +1,4 @@
-"""Older Keystone releases: the date that limits their dependencies, and where uv looks."""
+"""Older Keystone releases: the date that limits their dependencies, and where pip looks."""
 
 from __future__ import annotations
 
@@ -17,17 +17,22 @@ def test_the_newest_a_range_and_a_checkout_are_not_limited():
     assert releases.cutoff("/src/keystone") is None
 
 
-def test_uv_reads_pypi_alone_and_keeps_the_ca_bundle(monkeypatch):
-    assert releases.pypi_only() == ["--index-url", releases.PYPI]
-    monkeypatch.delenv("SSL_CERT_FILE", raising=False)
-    monkeypatch.delenv("REQUESTS_CA_BUNDLE", raising=False)
-    monkeypatch.setenv("PIP_CERT", "/etc/ssl/ca.crt")
-    assert venv._uv_env()["SSL_CERT_FILE"] == "/etc/ssl/ca.crt"
-    monkeypatch.setenv("SSL_CERT_FILE", "/etc/ssl/mine.crt")  # uv's own setting wins
-    assert venv._uv_env()["SSL_CERT_FILE"] == "/etc/ssl/mine.crt"
+def test_pip_reads_pypi_alone_and_keeps_the_ca_bundle():
+    args = releases.pypi_only({"PIP_CERT": "/etc/ssl/ca.crt"})
+    assert args == ["--isolated", "--index-url", releases.PYPI, "--cert", "/etc/ssl/ca.crt"]
+    assert "--cert" not in releases.pypi_only({})
 
 
 def test_a_dated_build_never_reuses_an_environment_built_without_the_date():
     slug = venv.env_slug("keystone==28.0.0")
     assert "uploaded-prior-to" in slug
     assert "uploaded-prior-to" not in venv.env_slug("keystone==30.0.0")
+
+
+def test_uv_is_given_the_ca_bundle_pip_was_given(monkeypatch):
+    monkeypatch.delenv("SSL_CERT_FILE", raising=False)
+    monkeypatch.delenv("REQUESTS_CA_BUNDLE", raising=False)
+    monkeypatch.setenv("PIP_CERT", "/etc/ssl/ca.crt")
+    assert venv._uv_env()["SSL_CERT_FILE"] == "/etc/ssl/ca.crt"
+    monkeypatch.setenv("SSL_CERT_FILE", "/etc/ssl/mine.crt")  # uv's own setting wins
+    assert venv._uv_env()["SSL_CERT_FILE"] == "/etc/ssl/mine.crt"
