@@ -8,8 +8,8 @@ clash and a second start does not install again.
 uv builds them (the ``uv`` package is a dependency of this one): it resolves
 and installs Keystone's hundred-odd packages in seconds where pip took a
 minute or more, from one cache of downloads. uWSGI comes only as an sdist
-and takes a minute of CPU to compile; uv's cache rebuilds it whenever PyPI's
-answer for the file is not cacheable (as behind this machine's proxy), so
+and takes a minute of CPU to compile; uv's cache rebuilt it for every
+environment here (it revalidated the sdist with PyPI at each install), so
 it is built once into a wheel of our own (``wheels/`` in the cache
 directory) and every environment installs that file. A tree (a local
 checkout, a commit's worktree) is installed with no cache at all, so that a
