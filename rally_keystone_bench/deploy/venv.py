@@ -201,6 +201,7 @@ def ensure_keystone_env(
             try:
                 _make_venv(venv, log)
                 _install(venv, spec, log, progress)
+                _check_keystone(venv, spec)  # before uWSGI: a wrong tree fails fast
                 _pip(venv, [_uwsgi_wheel(log)], log)  # our server, not Keystone's: today's
             except BaseException:
                 # Never cached as complete: the next run builds it again.
@@ -221,20 +222,16 @@ def _install(venv: Path, spec: str, log: Path, progress: Progress) -> None:
         # Not editable: the worktree is removed, the environment stays cached.
         with gitref.worktree(spec) as tree:
             _pip(venv, [str(tree)], log, fresh=True)
-        _check_keystone(venv, spec)
         return
     if is_local_checkout(spec):
         _pip(venv, ["-e", str(Path(spec).resolve())], log, fresh=True)
-        _check_keystone(venv, spec)
         return
     dated = releases.cutoff(spec)
     if dated is None:
         _pip(venv, [spec], log)
-        _check_keystone(venv, spec)
         return
     progress(f"{spec}: with the packages published before {dated}")
     _pip_dated(venv, spec, dated, log)
-    _check_keystone(venv, spec)
     _add_wsgi_module(venv)
 
 
