@@ -6,6 +6,7 @@ removed); a restart keeps the database, keys and admin it made.
 
 from __future__ import annotations
 
+import json
 import os
 import secrets
 import sqlite3
@@ -13,7 +14,7 @@ import subprocess
 from collections.abc import Callable
 from pathlib import Path
 
-from rally_keystone_bench.deploy import directory, fernet, files, jws, keystone_conf
+from rally_keystone_bench.deploy import directory, fernet, files, jws, keystone_conf, process
 from rally_keystone_bench.deploy.run_files import RunFiles
 from rally_keystone_bench.errors import BenchError
 
@@ -35,7 +36,18 @@ def initialise(
     if not run.password_path.exists():
         files.write_private(run.password_path, secrets.token_urlsafe(24) + "\n")
     owner = ("--keystone-user", str(os.getuid()), "--keystone-group", str(os.getgid()))
-    manage(run, venv, ("db_sync",), ("fernet_setup", *owner), ("credential_setup", *owner))
+    with Manage(run, venv) as manage:
+        manage.run(("db_sync",), ("fernet_setup", *owner), ("credential_setup", *owner))
+        _keys_and_admin(run, venv, auth_url, manage, progress)
+    if run.deployment.identity == "ldap":
+        create_ldap_domain(run, venv)
+    run.initialised_path.write_text("")
+
+
+def _keys_and_admin(
+    run: RunFiles, venv: Path, auth_url: str, manage: Manage, progress: Callable[[str], None]
+) -> None:
+    """After the schema and the key repositories: more keys if asked, WAL, the admin."""
     conf = run.deployment.conf
     held = fernet.fill(
         str(venv / "bin" / "python"), run.config_path, conf, run.run_dir, run.keystone_env()
@@ -50,8 +62,6 @@ def initialise(
     if run.deployment.db == "sqlite":
         sqlite_wal(run.sqlite_path)
     # The password goes through the environment, never on a command line.
-    env = run.keystone_env()
-    env["OS_BOOTSTRAP_PASSWORD"] = run.admin_password
     bootstrap = (
         "bootstrap",
         "--bootstrap-username", ADMIN_USER,
@@ -61,33 +71,94 @@ def initialise(
         "--bootstrap-internal-url", auth_url,
         "--bootstrap-public-url", auth_url,
     )  # fmt: skip
-    manage(run, venv, bootstrap, env=env)
-    if run.deployment.identity == "ldap":
-        create_ldap_domain(run, venv)
-    run.initialised_path.write_text("")
+    manage.run(bootstrap, env={"OS_BOOTSTRAP_PASSWORD": run.admin_password})
 
 
-def manage(
-    run: RunFiles, venv: Path, *commands: tuple[str, ...], env: dict[str, str] | None = None
-) -> None:
-    """Run keystone-manage COMMANDS side by side; each logs to its own file.
+class Manage:
+    """keystone-manage's commands, with Keystone imported once for all of them.
 
-    They are independent (key repositories, database), and each pays
-    about two seconds of imports, so running them at once shortens a start.
+    A keystone-manage process spends about three seconds of CPU importing
+    Keystone before its command starts (on the 2-core machines of
+    doc/source/gate-ci.rst), and a new deployment needs four. One helper
+    (``keystone_bench_manage.py`` in the run directory, Keystone's own
+    Python) imports ``keystone.cmd.manage`` once and runs each command in a
+    child forked after the imports, with the argv, ``main()`` and exit code
+    of the keystone-manage script, its output in
+    ``keystone-manage-COMMAND.log`` as before. The helper and its children
+    share a process group of their own: if the start is interrupted, the
+    group is killed and nothing of it outlives the start.
     """
-    running = []
-    for args in commands:
-        log = run.run_dir / f"keystone-manage-{args[0]}.log"
-        cmd = [str(venv / "bin" / "keystone-manage"), "--config-file", str(run.config_path), *args]
-        with open(log, "a") as out:
-            proc = subprocess.Popen(
-                cmd, stdout=out, stderr=subprocess.STDOUT, env=env or run.keystone_env()
+
+    def __init__(self, run: RunFiles, venv: Path) -> None:
+        self.run_files = run
+        self.venv = venv
+        self.proc: subprocess.Popen | None = None
+
+    def __enter__(self) -> Manage:
+        run = self.run_files
+        script = files.write(run.run_dir / "keystone_bench_manage.py", "keystone_bench_manage.py")
+        log = open(run.run_dir / "keystone-manage.log", "a")  # the imports' own warnings
+        try:
+            self.proc = subprocess.Popen(
+                [str(self.venv / "bin" / "python"), str(script), str(run.config_path)],
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=log,
+                env=run.keystone_env(),
+                text=True,
+                process_group=0,
             )
-        running.append((args[0], log, proc))
-    failed = [(name, log, proc.wait()) for name, log, proc in running]
-    for name, log, rc in failed:
-        if rc != 0:
-            raise BenchError(f"keystone-manage {name} failed (exit {rc}); see {log}")
+        finally:
+            log.close()
+        return self
+
+    def run(self, *commands: tuple[str, ...], env: dict[str, str] | None = None) -> None:
+        """Run keystone-manage COMMANDS side by side; BenchError naming the first that failed.
+
+        They must be independent of one another (the schema, the key
+        repositories); ENV is added to their environment.
+        """
+        assert self.proc is not None and self.proc.stdin is not None
+        assert self.proc.stdout is not None
+        logs = [self.run_files.run_dir / f"keystone-manage-{args[0]}.log" for args in commands]
+        pairs = zip(logs, commands, strict=True)
+        request = {"commands": [[str(log), list(args)] for log, args in pairs], "env": env or {}}
+        try:
+            self.proc.stdin.write(json.dumps(request) + "\n")
+            self.proc.stdin.flush()
+        except BrokenPipeError:
+            pass  # the helper died: its log says why, below
+        answer = self.proc.stdout.readline()
+        if not answer:
+            self.proc.wait()
+            helper_log = self.run_files.run_dir / "keystone-manage.log"
+            raise BenchError(
+                f"keystone-manage could not start (exit {self.proc.returncode}); see {helper_log}"
+            )
+        for args, log, rc in zip(commands, logs, json.loads(answer), strict=True):
+            if rc != 0:
+                raise BenchError(f"keystone-manage {args[0]} failed (exit {rc}); see {log}")
+
+    def __exit__(self, kind: object, *rest: object) -> None:
+        proc = self.proc
+        if proc is None:
+            return
+        if kind is None:
+            assert proc.stdin is not None
+            proc.stdin.close()  # end of requests: the helper exits
+            try:
+                proc.wait(timeout=60)
+                return
+            except subprocess.TimeoutExpired:
+                pass
+        process.terminate(proc.pid, timeout=5.0)  # its group: the helper and its children
+        proc.wait()
+        for stream in (proc.stdin, proc.stdout):
+            if stream is not None:
+                try:
+                    stream.close()
+                except OSError:
+                    pass
 
 
 def create_ldap_domain(run: RunFiles, venv: Path) -> None:
