@@ -81,6 +81,9 @@ class RallyHome:
         self.path.mkdir(parents=True, exist_ok=True, mode=0o700)
         os.chmod(self.path, 0o700)
         self.config_path = self.path / "rally.conf"
+        # Names of the envs this home can hold: none in a database made here
+        # (None: an existing database, whose envs only Rally knows).
+        self._envs: set[str] | None = None
         if not self.config_path.exists():
             fd = os.open(self.config_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
             with os.fdopen(fd, "w") as out:
@@ -91,6 +94,7 @@ class RallyHome:
                     f"connection = sqlite:///{self.path / 'rally.sqlite'}\n"
                 )
             self.rally("db", "ensure")
+            self._envs = set()
         for name in ("rally.sqlite", "rally.log"):
             if (self.path / name).exists():
                 os.chmod(self.path / name, 0o600)
@@ -145,14 +149,19 @@ class RallyHome:
         fd = os.open(spec_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
         with os.fdopen(fd, "w") as out:
             json.dump(spec, out)
-        existing = self.rally("env", "show", "--env", name, "--only-spec", check=False)
-        if existing.returncode == 0:
-            self.rally("env", "destroy", "--env", name, "--skip-cleanup", check=False)
-            self.rally("env", "delete", "--env", name, "--force", check=False)
+        # A database made by this object holds only the envs it created: asking
+        # Rally (a process and its imports, about 2 s) is needed only otherwise.
+        if self._envs is None or name in self._envs:
+            existing = self.rally("env", "show", "--env", name, "--only-spec", check=False)
+            if existing.returncode == 0:
+                self.rally("env", "destroy", "--env", name, "--skip-cleanup", check=False)
+                self.rally("env", "delete", "--env", name, "--force", check=False)
         proc = self.rally("env", "create", "--name", name, "--spec", str(spec_path), "--no-use")
         found = UUID_RE.search(proc.stdout)
         if not found:
             raise BenchError(f"rally env create printed no uuid for {name}")
+        if self._envs is not None:
+            self._envs.add(name)
         return found.group(0)
 
     def check_env(self, env: str) -> None:
