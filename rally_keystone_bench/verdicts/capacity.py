@@ -457,17 +457,55 @@ def _bracket(
             break
         steps = ramp(rates)
         probes.extend(steps)
-        for step in steps:
-            if step.verdict == CLIENT_BOUND:
-                say(f"ramp: {fmt(step.rps)} rps was {CLIENT_BOUND}: it does not bound N")
-                break
-            if not step.passed:
-                hi, hi_probe = step.rps, step
-                break
-            lo = max(lo, step.rps)
+        lo, hi, hi_probe = _ramp_bracket(steps, lo, hi, hi_probe, say)
         say(f"ramp: N in [{fmt(lo)}, {fmt(hi)}] rps")
         # the finer ramp, once, when the first one found a step that failed
         rates = refine_rates(settings, lo, hi) if ramp_round == 0 and hi_probe else []
+    return lo, hi, hi_probe
+
+
+def _ramp_bracket(
+    steps: Sequence[Probe],
+    lo: float,
+    hi: float,
+    hi_probe: Probe | None,
+    say: Callable[[str], None],
+) -> tuple[float, float, Probe | None]:
+    """(lo, hi, the step that failed at hi) after one ramp's STEPS.
+
+    A step that failed by errors or saturation bounds N. One that failed by
+    its slope alone does so only when no later step failed harder: a step
+    holds a few seconds and about 30 requests, and with Keystone's workers
+    near their limit its slope can pass the threshold where a whole probe
+    of the same rate stays flat (2026-11-28, doc/source/capacity.rst: 7
+    password tokens a second, slope 0.0155 s/s in the ramp, two full probes
+    passing). The bracket then runs up to the harder failure, and the
+    search's probes, each of a whole window, decide the rates between: on
+    uniform steps its first probe is the slope step's rate when the next
+    step is the one that failed harder. Bounding N at a wrong slope step
+    had cost three probes more (the confirmation of N + 1 passing, a search
+    above it, and the confirmations again).
+    """
+    first_failed: Probe | None = None
+    for step in steps:
+        if step.verdict == CLIENT_BOUND:
+            say(f"ramp: {fmt(step.rps)} rps was {CLIENT_BOUND}: it does not bound N")
+            break
+        if step.passed:
+            if first_failed is None:
+                lo = max(lo, step.rps)
+            continue
+        if first_failed is None:
+            first_failed = step
+        if step.verdict != SLOPE:
+            if first_failed is not step:
+                say(
+                    f"ramp: {fmt(first_failed.rps)} rps was {SLOPE} only, "
+                    f"{fmt(step.rps)} rps {step.verdict}: whole probes decide between them"
+                )
+            return lo, step.rps, step
+    if first_failed is not None:
+        return lo, first_failed.rps, first_failed
     return lo, hi, hi_probe
 
 

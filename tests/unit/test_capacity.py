@@ -557,3 +557,42 @@ def test_workers_off_the_local_target_is_refused_not_ignored(engine, capsys):
     assert ("--locust-workers K" in err) == (engine == "locust")
     args = cli.build_parser().parse_args(argv[:-2] + ["--target", "local"])
     assert capacity_verb.check_settings(args).engine == engine
+
+
+def test_a_ramp_step_failed_by_its_slope_alone_does_not_bound_n_below_a_harder_failure():
+    # 2026-11-28: 7 rps was degraded (slope) in the finer ramp, 9 and 11 saturated,
+    # while whole probes at 7 passed and 8 saturated. Bounded at 7, the search
+    # spent 8 probes; bracketed up to 9, it probes 7 first and needs 6.
+    said = []
+    model = Model(7)
+    ramps = []
+
+    def ramp(rates):
+        ramps.append(list(rates))
+        number = len(model.probes) + 1
+        if len(ramps) == 1:
+            verdicts = {1: OK, 15: SATURATED}
+        else:
+            verdicts = {1: OK, 3: OK, 5: OK, 7: SLOPE, 9: SATURATED, 11: SATURATED}
+        out = []
+        for i, rate in enumerate(rates):
+            if rate not in verdicts:
+                break
+            out.append(Probe(number, f"ramp {i + 1}/{len(rates)}", rate, verdict=verdicts[rate]))
+        model.probes.append(out[-1])
+        return out
+
+    out = find_capacity(RAMPED, model, say=said.append, ramp=ramp)
+    assert out.status == "found" and out.n == 7 and out.confirmed
+    assert [(p.role, p.rps) for p in out.probes if not p.role.startswith("ramp")] == [
+        ("search", 7), ("search", 8), ("confirm N", 7), ("confirm N+1", 8),
+    ]  # fmt: skip
+    assert "ramp: N in [5, 9] rps" in said
+    assert any("7 rps was degraded (slope) only, 9 rps degraded (saturated)" in s for s in said)
+
+
+def test_a_slope_step_with_no_harder_failure_after_it_still_bounds_n():
+    model = RampModel(50)  # its ramps stop at the first degraded step, by slope
+    out = find_capacity(RAMPED, model, say=lambda s: None, ramp=model.ramp)
+    assert out.n == 50 and out.confirmed
+    assert len(model.probes) <= capacity.estimated_probes(RAMPED) + 1
