@@ -91,6 +91,9 @@ LATENCY_BUDGET_S = 5.0  # max_concurrency = rps * this: slots for 5 s of latency
 MIN_CONCURRENCY = 20
 CONFIRM_ROUNDS = 2
 MIN_STEP_REQUESTS = 30  # a ramp step's requests at least: the slope test's most points
+# A ramp step degraded by a slope under this many times --max-slope bounds N only
+# when no later step failed harder (_ramp_bracket).
+MARGINAL_SLOPE = 2.0
 
 OK = "ok"
 ERRORS = "degraded (errors)"
@@ -457,7 +460,7 @@ def _bracket(
             break
         steps = ramp(rates)
         probes.extend(steps)
-        lo, hi, hi_probe = _ramp_bracket(steps, lo, hi, hi_probe, say)
+        lo, hi, hi_probe = _ramp_bracket(steps, lo, hi, hi_probe, settings.max_slope, say)
         say(f"ramp: N in [{fmt(lo)}, {fmt(hi)}] rps")
         # the finer ramp, once, when the first one found a step that failed
         rates = refine_rates(settings, lo, hi) if ramp_round == 0 and hi_probe else []
@@ -469,22 +472,24 @@ def _ramp_bracket(
     lo: float,
     hi: float,
     hi_probe: Probe | None,
+    max_slope: float,
     say: Callable[[str], None],
 ) -> tuple[float, float, Probe | None]:
     """(lo, hi, the step that failed at hi) after one ramp's STEPS.
 
-    A step that failed by errors or saturation bounds N. One that failed by
-    its slope alone does so only when no later step failed harder: a step
-    holds a few seconds and about 30 requests, and with Keystone's workers
-    near their limit its slope can pass the threshold where a whole probe
-    of the same rate stays flat (2026-11-28, doc/source/capacity.rst: 7
-    password tokens a second, slope 0.0155 s/s in the ramp, two full probes
+    A step that failed by errors or saturation bounds N, and so does one
+    whose slope is MARGINAL_SLOPE times MAX_SLOPE or more. One that failed
+    by a slope under that does so only when no later step failed harder: a
+    step holds a few seconds and about 30 requests, and with Keystone's
+    workers near their limit its slope can pass the threshold where a whole
+    probe of the same rate stays flat (2026-11-28, doc/source/capacity.rst:
+    7 password tokens a second, 0.0155 s/s in the ramp, two whole probes
     passing). The bracket then runs up to the harder failure, and the
-    search's probes, each of a whole window, decide the rates between: on
-    uniform steps its first probe is the slope step's rate when the next
-    step is the one that failed harder. Bounding N at a wrong slope step
-    had cost three probes more (the confirmation of N + 1 passing, a search
-    above it, and the confirmations again).
+    search's probes, each of a whole window, decide the rates between.
+    Bounding N at that wrong step had cost three probes more; treating
+    every slope step so cost one probe more where the step was right
+    (validations at 25 a second: 0.071 and 0.090 s/s, and whole probes
+    degraded too).
     """
     first_failed: Probe | None = None
     for step in steps:
@@ -497,10 +502,16 @@ def _ramp_bracket(
             continue
         if first_failed is None:
             first_failed = step
-        if step.verdict != SLOPE:
+        marginal = (
+            step.verdict == SLOPE
+            and step.slope is not None
+            and step.slope < MARGINAL_SLOPE * max_slope
+        )
+        if not marginal:
             if first_failed is not step:
                 say(
-                    f"ramp: {fmt(first_failed.rps)} rps was {SLOPE} only, "
+                    f"ramp: {fmt(first_failed.rps)} rps was {SLOPE} only, by a slope "
+                    f"under {MARGINAL_SLOPE:g} times the limit, "
                     f"{fmt(step.rps)} rps {step.verdict}: whole probes decide between them"
                 )
             return lo, step.rps, step

@@ -559,36 +559,60 @@ def test_workers_off_the_local_target_is_refused_not_ignored(engine, capsys):
     assert capacity_verb.check_settings(args).engine == engine
 
 
-def test_a_ramp_step_failed_by_its_slope_alone_does_not_bound_n_below_a_harder_failure():
-    # 2026-11-28: 7 rps was degraded (slope) in the finer ramp, 9 and 11 saturated,
-    # while whole probes at 7 passed and 8 saturated. Bounded at 7, the search
-    # spent 8 probes; bracketed up to 9, it probes 7 first and needs 6.
-    said = []
-    model = Model(7)
+def _scripted_ramp(model, second, first=None):
+    """Ramps with FIRST's steps (default: 1 passes, 15 saturates), then SECOND's."""
+    first = first or {1: (OK, None), 15: (SATURATED, None)}
     ramps = []
 
     def ramp(rates):
         ramps.append(list(rates))
         number = len(model.probes) + 1
-        if len(ramps) == 1:
-            verdicts = {1: OK, 15: SATURATED}
-        else:
-            verdicts = {1: OK, 3: OK, 5: OK, 7: SLOPE, 9: SATURATED, 11: SATURATED}
+        verdicts = first if len(ramps) == 1 else second
         out = []
         for i, rate in enumerate(rates):
             if rate not in verdicts:
                 break
-            out.append(Probe(number, f"ramp {i + 1}/{len(rates)}", rate, verdict=verdicts[rate]))
+            verdict, slope = verdicts[rate]
+            role = f"ramp {i + 1}/{len(rates)}"
+            out.append(Probe(number, role, rate, verdict=verdict, slope=slope))
         model.probes.append(out[-1])
         return out
 
-    out = find_capacity(RAMPED, model, say=said.append, ramp=ramp)
+    return ramp
+
+
+def test_a_ramp_step_marginally_degraded_by_its_slope_does_not_bound_n_below_a_harder_failure():
+    # 2026-11-28: 7 rps was degraded (slope 0.0155 s/s) in the finer ramp, 9 and 11
+    # saturated, while whole probes at 7 passed and 8 saturated. Bounded at 7, the
+    # search spent 8 probes; bracketed up to 9, it probes 7 first and needs 6.
+    said = []
+    model = Model(7)
+    second = {1: (OK, 0.0), 3: (OK, 0.0), 5: (OK, 0.0), 7: (SLOPE, 0.0155),
+              9: (SATURATED, 0.25), 11: (SATURATED, 0.08)}  # fmt: skip
+    out = find_capacity(RAMPED, model, say=said.append, ramp=_scripted_ramp(model, second))
     assert out.status == "found" and out.n == 7 and out.confirmed
     assert [(p.role, p.rps) for p in out.probes if not p.role.startswith("ramp")] == [
         ("search", 7), ("search", 8), ("confirm N", 7), ("confirm N+1", 8),
     ]  # fmt: skip
     assert "ramp: N in [5, 9] rps" in said
-    assert any("7 rps was degraded (slope) only, 9 rps degraded (saturated)" in s for s in said)
+    assert any("7 rps was degraded (slope) only, by a slope under 2 times" in s for s in said)
+
+
+def test_a_ramp_step_clearly_degraded_by_its_slope_still_bounds_n():
+    # 2026-11-28: validations at 25 a second gave 0.071 and 0.090 s/s in the ramp,
+    # and whole probes at 25 degraded too: bracketing past it cost a probe each time.
+    said = []
+    model = Model(23)
+    second = {15: (OK, 0.0), 17: (OK, 0.0), 19: (OK, 0.0), 21: (OK, 0.0), 23: (OK, 0.0),
+              25: (SLOPE, 0.0897), 27: (SATURATED, 0.175)}  # fmt: skip
+    first = {1: (OK, 0.0), 15: (OK, 0.0), 29: (SATURATED, 0.32)}
+    ramp = _scripted_ramp(model, second, first)
+    out = find_capacity(RAMPED, model, say=said.append, ramp=ramp)
+    assert out.n == 23 and out.confirmed
+    assert "ramp: N in [23, 25] rps" in said
+    assert [(p.role, p.rps) for p in out.probes if not p.role.startswith("ramp")] == [
+        ("search", 24), ("confirm N", 23), ("confirm N+1", 24),
+    ]  # fmt: skip
 
 
 def test_a_slope_step_with_no_harder_failure_after_it_still_bounds_n():
