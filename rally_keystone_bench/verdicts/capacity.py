@@ -58,9 +58,11 @@ from rally_keystone_bench.verdicts.keystone_side import CLIENT_BOUND, KeystoneSi
 from rally_keystone_bench.verdicts.ramps import (  # noqa: F401 (the search's names)
     RAMP_STEPS,
     REFINE_STEPS,
+    peak_in_flight,
     ramp_rates,
     ramp_zero,
     refine_rates,
+    start_rate,
     step_workload,
 )
 from rally_keystone_bench.verdicts.repeats import full_probes, settle
@@ -249,29 +251,6 @@ class Probe:
         out["passed"] = self.passed
         out["stopped_early"] = self.stopped_early
         return out
-
-
-def peak_in_flight(started: Sequence[float], duration: Sequence[float]) -> int:
-    """The most iterations in flight at one instant."""
-    s = np.asarray(started, dtype=float)
-    if s.size == 0:
-        return 0
-    e = s + np.asarray(duration, dtype=float)
-    times = np.concatenate([s, e])
-    # at equal times an end comes before a start
-    steps = np.concatenate([np.ones(s.size, dtype=np.int64), -np.ones(e.size, dtype=np.int64)])
-    order = np.lexsort((steps, times))
-    return int(np.cumsum(steps[order]).max())
-
-
-def start_rate(started: Sequence[float], since: float | None = None) -> float | None:
-    """Iterations started per second: (starts - 1) / their span, from ``since`` on."""
-    s = np.sort(np.asarray(started, dtype=float))
-    if since is not None and int((s >= since).sum()) >= 2:
-        s = s[s >= since]
-    if s.size < 2 or s[-1] <= s[0]:
-        return None
-    return float((s.size - 1) / (s[-1] - s[0]))
 
 
 def judge(probe: Probe, wl: Workload, settings: Settings) -> Probe:
@@ -477,19 +456,11 @@ def _ramp_bracket(
 ) -> tuple[float, float, Probe | None]:
     """(lo, hi, the step that failed at hi) after one ramp's STEPS.
 
-    A step that failed by errors or saturation bounds N, and so does one
-    whose slope is MARGINAL_SLOPE times MAX_SLOPE or more. One that failed
-    by a slope under that does so only when no later step failed harder: a
-    step holds a few seconds and about 30 requests, and with Keystone's
-    workers near their limit its slope can pass the threshold where a whole
-    probe of the same rate stays flat (2026-11-28, doc/source/capacity.rst:
-    7 password tokens a second, 0.0155 s/s in the ramp, two whole probes
-    passing). The bracket then runs up to the harder failure, and the
-    search's probes, each of a whole window, decide the rates between.
-    Bounding N at that wrong step had cost three probes more; treating
-    every slope step so cost one probe more where the step was right
-    (validations at 25 a second: 0.071 and 0.090 s/s, and whole probes
-    degraded too).
+    A step failed by errors, saturation, or a slope of MARGINAL_SLOPE times
+    MAX_SLOPE or more bounds N. A step failed by a smaller slope (a few
+    seconds, about 30 requests, the workers at their limit: whole probes of
+    its rate may pass) bounds it only when no later step failed harder; else
+    whole probes decide up to that one (figures: doc/source/capacity.rst).
     """
     first_failed: Probe | None = None
     for step in steps:

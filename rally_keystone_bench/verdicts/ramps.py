@@ -1,4 +1,5 @@
-"""Ramps of the capacity search: their rates, and one step's part of a ramp's run.
+"""Ramps of the capacity search: their rates, one step's part of a ramp's run, and the
+start rate and peak in flight of a run's iterations (a probe's or a step's).
 
 A ramp is one run whose rate rises step by step; each step is judged as a
 probe on the iterations due in it (:func:`step_workload`). Settings are the
@@ -9,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -95,3 +97,26 @@ def refine_rates(settings: Any, lo: float, hi: float) -> list[float]:
     if hi - lo <= 2 * settings.precision + 1e-9:
         return []
     return [r for r in ramp_rates(settings, lo, hi, REFINE_STEPS + 1) if r < hi - 1e-9]
+
+
+def peak_in_flight(started: Sequence[float], duration: Sequence[float]) -> int:
+    """The most iterations in flight at one instant."""
+    s = np.asarray(started, dtype=float)
+    if s.size == 0:
+        return 0
+    e = s + np.asarray(duration, dtype=float)
+    times = np.concatenate([s, e])
+    # at equal times an end comes before a start
+    steps = np.concatenate([np.ones(s.size, dtype=np.int64), -np.ones(e.size, dtype=np.int64)])
+    order = np.lexsort((steps, times))
+    return int(np.cumsum(steps[order]).max())
+
+
+def start_rate(started: Sequence[float], since: float | None = None) -> float | None:
+    """Iterations started per second: (starts - 1) / their span, from ``since`` on."""
+    s = np.sort(np.asarray(started, dtype=float))
+    if since is not None and int((s >= since).sum()) >= 2:
+        s = s[s >= since]
+    if s.size < 2 or s[-1] <= s[0]:
+        return None
+    return float((s.size - 1) / (s[-1] - s[0]))
