@@ -9,23 +9,18 @@ cloud, so no Keystone is needed).
 
 from __future__ import annotations
 
-from rally_keystone_bench.driver.rally import RallyHome
+from rally_keystone_bench.driver.rally import RallyHome, keystone_spec
 
-SPEC = {
-    "openstack": {
+SPEC = keystone_spec(
+    {
         "auth_url": "http://127.0.0.1:9/v3",
-        "region_name": "RegionOne",
-        "https_insecure": False,
-        "admin": {
-            "username": "admin",
-            "password": "not-a-real-one",
-            "project_name": "admin",
-            "user_domain_name": "Default",
-            "project_domain_name": "Default",
-        },
-        "api_info": {"keystone": {"version": 3}},
+        "username": "admin",
+        "password": "not-a-real-one",
+        "project_name": "admin",
+        "user_domain_name": "Default",
+        "project_domain_name": "Default",
     }
-}
+)
 
 
 def test_the_same_name_twice_in_a_new_home_replaces_the_first(tmp_path):
