@@ -4,7 +4,8 @@
         20 A/A runs (same release, same deployment): expect no change point.
     python benchmarks/history_aa.py --runs 10 --step-after 5 --step-rounds 8 ...
         the last 5 runs with a higher bcrypt cost (--password-hash-rounds):
-        expect one change point at run 6 on keystone.issue_token.
+        expect one change point at run 6 on keystone.issue_token (the runs
+        are one series across the two deployment lines, rounds=4 and 8).
 
 Each run is a real ``keystone-bench run`` of one tiny workload (password
 tokens, --times iterations at concurrency 1) on a local Keystone; the runs
@@ -79,8 +80,12 @@ def main() -> int:
                 f"run {n:>2}: rounds {rounds}, exit {proc.returncode}, {took:.0f} s; {said}",
                 flush=True,
             )
+    # A step of --step-rounds changes the deployment line (rounds=N): the
+    # experiment is one series across it.
+    across = ["--across-deployments"] if args.step_rounds is not None else []
     found = subprocess.run(
-        [*BENCH, "history", "--history", args.store, "--changes", "--action", "issue_token"],
+        [*BENCH, "history", "--history", args.store, "--changes", "--series",
+         "--action", "issue_token", *across],
         capture_output=True, text=True,
     )  # fmt: skip
     print(found.stdout + found.stderr)
