@@ -6,6 +6,15 @@ builds the parent commit through a worktree and fails, naming
 keystone.issue_token and both commits. A third commit reverts the change:
 judged against the slow commit, nothing is slower (exit 0, or 3 when the
 machine was too busy to judge).
+
+Slack: the change's gate may extend itself for up to CHANGE_MAX_TIME
+seconds. This file runs in the slow suite's parallel part, beside another
+test file; with no room to extend (``--max-time 1``) a clean-clone run on a
+2-core Intel Xeon (2026-11-28) came out INCONCLUSIVE: 6 of 13 issue blocks
+set aside while the neighbour's processes took 0.84 core (median), though
+py-spy already named the 153 ms of sleep. The gate then asks for another
+task run (about 47 s there), which it now gets; a quiet machine needs
+none.
 """
 
 from __future__ import annotations
@@ -56,7 +65,10 @@ def repo(tmp_path_factory) -> Path:
     return tree
 
 
-def gate(repo: Path, tmp_path: Path) -> subprocess.CompletedProcess:
+CHANGE_MAX_TIME = 360  # s from the gate's start: room for about four more task runs
+
+
+def gate(repo: Path, tmp_path: Path, max_time: float = 1) -> subprocess.CompletedProcess:
     tmp_path.mkdir()
     return bench(
         "gate", "--candidate", str(repo),
@@ -64,13 +76,13 @@ def gate(repo: Path, tmp_path: Path) -> subprocess.CompletedProcess:
         "--task-args", json.dumps({"issue_seconds": 24, "validate_seconds": 4}),
         "--baseline-option", "password_hash_rounds=4",
         "--candidate-option", "password_hash_rounds=4",
-        "--block-seconds", "2", "--max-time", "1",
+        "--block-seconds", "2", "--max-time", str(max_time),
         "--reports-dir", str(tmp_path / "reports"), cwd=tmp_path, timeout=1200,
     )  # fmt: skip
 
 
 def test_a_slow_change_fails_against_its_parent_then_its_revert_does_not(repo, tmp_path):
-    proc = gate(repo, tmp_path / "change")
+    proc = gate(repo, tmp_path / "change", max_time=CHANGE_MAX_TIME)
     out = proc.stdout
     assert proc.returncode == 1, out[-3000:] + proc.stderr[-2000:]
     assert out.startswith("REGRESSION") and "keystone.issue_token" in out.splitlines()[0]
