@@ -15,7 +15,6 @@ that runs two variants one after the other inherits this spread.
 from __future__ import annotations
 
 import argparse
-import contextlib
 import os
 import sys
 import tempfile
@@ -30,16 +29,7 @@ import _machine  # noqa: E402
 from rally_keystone_bench.clients.tokens import TokenClient, UserAuth  # noqa: E402
 from rally_keystone_bench.deploy.deployment import Deployment  # noqa: E402
 from rally_keystone_bench.deploy.keystone import LocalKeystone  # noqa: E402
-from rally_keystone_bench.procstat import read_access_log  # noqa: E402
-
-
-def keystone_pids(ks: LocalKeystone) -> list[int]:
-    pids = list(ks.pids.values())
-    for pid in list(pids):
-        with contextlib.suppress(OSError):
-            children = Path(f"/proc/{pid}/task/{pid}/children").read_text().split()
-            pids += [int(c) for c in children]
-    return pids
+from rally_keystone_bench.procstat import read_access_log, tree_pids  # noqa: E402
 
 
 def main() -> int:
@@ -59,7 +49,7 @@ def main() -> int:
         try:
             cpus = sorted(os.sched_getaffinity(0))
             if len(cpus) > 1:
-                for pid in keystone_pids(ks):
+                for pid in tree_pids(ks.pids.values()):
                     os.sched_setaffinity(pid, {cpus[-1]})
                 os.sched_setaffinity(0, set(cpus[:-1]))
             client = TokenClient(ks.auth_url)

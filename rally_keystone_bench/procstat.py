@@ -20,7 +20,7 @@ from __future__ import annotations
 import os
 import threading
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 
 from rally_keystone_bench.verdicts.cpu import GENERATOR, Interval, Request
@@ -69,6 +69,13 @@ def descendants(root: int, procs: Mapping[int, tuple[int, int, int]]) -> set[int
         found.add(pid)
         todo.extend(children.get(pid, ()))
     return found
+
+
+def tree_pids(roots: Iterable[int]) -> set[int]:
+    """Every live process of the trees under ROOTS (a Keystone's servers: uWSGI's
+    master, router and workers), e.g. to pin them to a core."""
+    procs = read_processes()
+    return set().union(*(descendants(root, procs) for root in roots))
 
 
 class Sampler(threading.Thread):

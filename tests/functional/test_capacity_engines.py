@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from rally_keystone_bench import shipped
+from rally_keystone_bench import procstat, shipped
 from rally_keystone_bench.clients.tokens import TokenClient, UserAuth
 from rally_keystone_bench.driver import task as rally_task
 from rally_keystone_bench.driver.rally import keystone_spec
@@ -94,14 +94,9 @@ def test_both_engines_measure_the_same_issue_latency(small_keystone, tmp_path):
                 os.sched_setaffinity(pid, restore)
 
 
-def keystone_pids(keystone) -> list[int]:
-    """Every process of the Keystone: the servers and their children (uWSGI's workers)."""
-    pids = list(keystone.pids.values())
-    for pid in list(pids):
-        with contextlib.suppress(OSError):
-            children = Path(f"/proc/{pid}/task/{pid}/children").read_text().split()
-            pids += [int(c) for c in children]
-    return pids
+def keystone_pids(keystone) -> set[int]:
+    """Every process of the Keystone: its servers and all below them (uWSGI's workers)."""
+    return procstat.tree_pids(keystone.pids.values())
 
 
 def server_p50(access_log: Path, start: float, end: float) -> float | None:
