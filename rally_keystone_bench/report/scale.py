@@ -34,8 +34,11 @@ def summary(
     growth: Growth | None,
     stopped: str | None,
     deployment: str,
+    again: Point | None = None,
+    drift: float | None = None,
 ) -> dict[str, Any]:
-    """What scale.json holds: each point's percentiles, the fit and its verdict."""
+    """What scale.json holds: each point's percentiles, the fit and its verdict, and the
+    first point measured again at the end with how far it moved (None: not measured)."""
     return {
         "dimension": dim.name,
         "unit": dim.unit,
@@ -62,6 +65,16 @@ def summary(
             "sentence": growth.sentence(dim),
         },
         "stopped_early": stopped,
+        "first_point_again": None
+        if again is None
+        else {
+            "size": again.size,
+            "p50_ms": again.percentile(50) * 1000,
+            "p95_ms": again.percentile(95) * 1000,
+            "success_percent": again.success_percent,
+            "samples": len(again.latencies),
+        },
+        "machine_drift": drift,
     }
 
 
@@ -123,11 +136,19 @@ def write(out_dir: Path, doc: dict[str, Any], chart_svg: str) -> tuple[Path, Pat
         if doc["stopped_early"]
         else ""
     )
+    again = doc.get("first_point_again")
+    drift = (
+        f"<p>The first point measured again at the end: p50 {again['p50_ms']:.2f} ms; "
+        f"the machine moved it {doc['machine_drift']:.1%}.</p>"
+        if again and doc.get("machine_drift") is not None
+        else ""
+    )
+    reason = f"<p>{html.escape(growth['reason'])}</p>" if growth else ""
     page = (
         "<!DOCTYPE html><html><head><meta charset='utf-8'>"
         f"<title>keystone-bench scale: {html.escape(doc['dimension'])}</title></head><body>"
         f"<h1>{html.escape(doc['action'])} against {html.escape(doc['unit'])}</h1>"
-        f"<p><b>{html.escape(verdict)}</b></p>{stopped}"
+        f"<p><b>{html.escape(verdict)}</b></p>{reason}{stopped}{drift}"
         f"<p>deployment: {html.escape(doc['deployment'])}</p>{chart_svg}"
         "<table border='1' cellpadding='4'><tr><th>size</th><th>p50 ms</th><th>p95 ms</th>"
         f"<th>success</th><th>samples</th><th>setup</th></tr>{rows}</table></body></html>\n"

@@ -7,6 +7,12 @@ the Keystone stopped. Each point's p50/p95 and setup time are printed as it
 ends; then the cost per unit of size with its interval, and whether growth
 is flat, linear or faster (verdicts/growth.py). A point that saturates (too
 slow at p95, or failing) ends the sweep early, and the output says so.
+
+The points run one after another, so the machine's speed moves between them
+as it moves over minutes. Unless ``--drift-check off``, the first point is
+measured again after the last, on a fresh Keystone as before: how far its
+median moved is the change the machine made in the sweep's time, and a
+change of the median over the sweep within it is flat, not growth.
 """
 
 from __future__ import annotations
@@ -62,6 +68,13 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         help="a point slower than this at p95 (or under 99%% success) ends the sweep "
         "(default 2000)",
     )
+    p.add_argument(
+        "--drift-check",
+        choices=("on", "off"),
+        default="on",
+        help="measure the first point again after the last, and read a change within "
+        "what it moved as the machine's (default on: one point more)",
+    )
     p.add_argument("--reports-dir", default="reports")
     options.add_deployment_options(p)
     options.add_history_option(p)
@@ -82,26 +95,30 @@ def main(args: argparse.Namespace) -> int:
     out_dir, run_dir = rally_task.new_run_dirs(args.reports_dir)
     print(f"scale: {plan.describe()}; {args.workload}, {args.times} requests per point")
     sweep = Sweep(plan.dimension, action, deployment.describe())
+
+    def measure(size: int, name: str) -> Any:
+        task_args = targets.identity_task_args(
+            deployment,
+            {
+                "workload": args.workload,
+                "times": args.times,
+                "concurrency": args.concurrency,
+                "sizes": plan.dimension.contexts(size),
+            },
+        )
+        dep = point_deployment(deployment, plan.dimension, size)
+        with targets.prepared_env(run_dir / name, deployment=dep) as env:
+            return rally_task.run_task(env.home, env.name, task, task_args, out_dir / name)
+
     try:
         with rally_task.sigterm_as_interrupt():
             for size in plan.values:
-                task_args = targets.identity_task_args(
-                    deployment,
-                    {
-                        "workload": args.workload,
-                        "times": args.times,
-                        "concurrency": args.concurrency,
-                        "sizes": plan.dimension.contexts(size),
-                    },
-                )
-                point_dir = run_dir / f"point-{size}"
-                dep = point_deployment(deployment, plan.dimension, size)
-                with targets.prepared_env(point_dir, deployment=dep) as env:
-                    outcome = rally_task.run_task(
-                        env.home, env.name, task, task_args, out_dir / f"point-{size}"
-                    )
+                outcome = measure(size, f"point-{size}")
                 if not sweep.add(size, outcome, limits, out_dir / f"point-{size}"):
                     break
+            if args.drift_check == "on" and sweep.whole(len(plan.values)):
+                first = plan.values[0]
+                sweep.add_again(measure(first, f"point-{first}-again"))
     except Interrupted:
         sweep.finish(out_dir, interrupted=True)
         raise
@@ -132,6 +149,29 @@ class Sweep:
         self.setups: list[float | None] = []
         self.stopped: str | None = None
         self.failed: str | None = None
+        self.again: growth.Point | None = None
+        self.drift: float | None = None
+
+    def whole(self, planned: int) -> bool:
+        """Every planned point measured, none stopped or failed: worth a drift check."""
+        return len(self.points) == planned and not (self.stopped or self.failed)
+
+    def add_again(self, outcome: Any) -> None:
+        """The first point measured again: how far the machine moved its median."""
+        wl = outcome.workloads[0] if outcome.workloads else None
+        samples = wl.actions.get(self.action) if wl else None
+        first = self.points[0]
+        durations = tuple(float(v) for v in samples.ok_durations()) if samples else ()
+        if not durations:
+            print("    the first point again gave no result: no drift check")
+            return
+        self.again = growth.Point(first.size, durations, samples.success_percent)
+        self.drift = growth.machine_drift(first, self.again)
+        print(report.point_line(self.dim, self.again, None, " (first point again)"), flush=True)
+        print(
+            f"machine: the first point moved {self.drift:.1%} between the start and the end "
+            f"(p50 {first.percentile(50) * 1000:.1f} -> {self.again.percentile(50) * 1000:.1f} ms)"
+        )
 
     def add(self, size: int, outcome: Any, limits: growth.Limits, where: Path) -> bool:
         """Record one point (its reports in WHERE); False when the sweep must stop here."""
@@ -164,7 +204,7 @@ class Sweep:
         fit = None
         measured = [p for p in self.points if p.latencies]
         if len(measured) >= 2:
-            fit = growth.fit_growth(measured)
+            fit = growth.fit_growth(measured, drift=self.drift or 0.0)
         if self.stopped:
             print(f"stopped early: {self.stopped}; the larger sizes were not run")
         if fit is not None:
@@ -174,8 +214,9 @@ class Sweep:
             print("growth: not fitted: fewer than two points measured")
         if self.points and out_dir.is_dir():
             doc = report.summary(
-                self.dim, self.action, self.points, self.setups, fit, self.stopped, self.deployment
-            )
+                self.dim, self.action, self.points, self.setups, fit, self.stopped, self.deployment,
+                again=self.again, drift=self.drift,
+            )  # fmt: skip
             json_path, html_path = report.write(
                 out_dir, doc, report.chart(self.dim, self.action, self.points, fit)
             )

@@ -132,7 +132,7 @@ class Growth:
     slope: float
     low: float
     high: float
-    shape: str  # "flat", "linear", "faster than linear", "slower than linear"
+    shape: str  # "flat", "linear", "faster than linear", "slower than linear", "falls"
     points: int
     reason: str
 
@@ -153,12 +153,31 @@ class Growth:
 FLAT_FRACTION = 0.05
 
 
-def fit_growth(points: Sequence[Point], rounds: int = 2000, seed: int = 1) -> Growth:
+def machine_drift(first: Point, again: Point) -> float:
+    """How far the first point's median moved when measured again after the sweep (a fraction).
+
+    The points of a sweep run one after another, each on its own Keystone; the
+    bootstrap sees only the noise within a point. The same point measured at
+    the start and at the end differs by what the machine did meanwhile (a
+    shared host's speed moves by 15 % over minutes), which no size caused.
+    """
+    a, b = first.percentile(50), again.percentile(50)
+    if not (a > 0 and b == b):  # no samples on one side: nothing to go by
+        return 0.0
+    return abs(b - a) / a
+
+
+def fit_growth(
+    points: Sequence[Point], rounds: int = 2000, seed: int = 1, drift: float = 0.0
+) -> Growth:
     """Least-squares slope of the points' medians against size, bootstrapped.
 
     Each round resamples every point's latencies, takes their medians and
     fits a line (and, with 3 points or more, a parabola on the size scaled
-    to 0..1); the 2.5th and 97.5th percentiles give the intervals.
+    to 0..1); the 2.5th and 97.5th percentiles give the intervals. DRIFT
+    (machine_drift) is the change that time alone made: a change of the
+    median over the sweep within it (or within FLAT_FRACTION) is flat, and a
+    median that falls with size is "falls", never growth.
     """
     pts = [p for p in points if p.latencies]
     if len(pts) < 2:
@@ -177,12 +196,26 @@ def fit_growth(points: Sequence[Point], rounds: int = 2000, seed: int = 1) -> Gr
     low, high = (float(v) for v in np.percentile(slopes, [2.5, 97.5]))
     base = float(observed[0])
     change = slope * span
+    if drift > FLAT_FRACTION and abs(change) < drift * base:
+        reason = (
+            f"the median moves {change * 1000:+.3g} ms over the sweep, within the "
+            f"{drift:.0%} that the first point moved when measured again at the end: "
+            "the machine's, not the size's"
+        )
+        return Growth(slope, low, high, "flat", len(pts), reason)
     if (low <= 0.0 <= high) or abs(change) < FLAT_FRACTION * base:
         reason = (
             f"the median moves {change * 1000:+.3g} ms over the sweep, "
             f"within {FLAT_FRACTION:.0%} of {base * 1000:.3g} ms or the noise"
         )
         return Growth(slope, low, high, "flat", len(pts), reason)
+    if high < 0.0:
+        reason = (
+            f"the median falls {change * 1000:+.3g} ms over the sweep: more data does not "
+            "make Keystone faster, so something else moved between the points (the "
+            "machine, a cache); no growth can be read from this sweep"
+        )
+        return Growth(slope, low, high, "falls", len(pts), reason)
     if len(pts) < 3:
         reason = "two points: a line through them; a third point would show curvature"
         return Growth(slope, low, high, "linear", len(pts), reason)

@@ -87,6 +87,36 @@ def test_two_points_are_a_line_and_say_so():
     assert "two points" in fit.reason
 
 
+def test_a_rise_within_the_machine_drift_is_flat_and_says_why():
+    # The 28.0.0 sweep of the study page: 71.5, 75.9, 85.7 ms, tight points.
+    medians = {0: 0.0715, 1000: 0.0759, 10000: 0.0857}
+    pts = points(list(medians), lambda s: medians[s])
+    assert growth.fit_growth(pts).shape != "flat"  # tight points: growth without the check
+    first_again = growth.Point(0, tuple([0.0880] * 20))
+    drift = growth.machine_drift(pts[0], first_again)
+    assert drift == pytest.approx(0.0165 / 0.0715, rel=0.01)  # the points scatter a little
+    fit = growth.fit_growth(pts, drift=drift)
+    assert fit.shape == "flat"
+    assert "23% that the first point moved" in fit.reason
+
+
+def test_a_rise_beyond_the_machine_drift_is_still_growth():
+    true = 1e-6  # 1 ms per 1,000: +10 ms over the sweep on 10 ms
+    fit = growth.fit_growth(points([0, 1000, 10000], lambda s: 0.010 + true * s), drift=0.3)
+    assert fit.shape == "linear"
+
+
+def test_a_median_that_falls_with_size_is_never_growth():
+    medians = {0: 0.0832, 1000: 0.0769, 10000: 0.0682}  # the 29.0.0 sweep of the study page
+    fit = growth.fit_growth(points(list(medians), lambda s: medians[s]))
+    assert fit.shape == "falls"
+    assert "no growth can be read" in fit.reason
+
+
+def test_machine_drift_without_samples_is_zero():
+    assert growth.machine_drift(growth.Point(0, (0.01,)), growth.Point(0, ())) == 0.0
+
+
 def test_saturation_by_p95_and_by_failures():
     limits = growth.Limits(max_p95=0.5, min_success_percent=99)
     slow = growth.Point(10, tuple([0.1] * 90 + [0.9] * 10))

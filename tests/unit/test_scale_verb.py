@@ -86,6 +86,33 @@ def test_a_sweep_stops_at_a_saturated_point_and_fits_what_ran(tmp_path, capsys):
     assert "<svg" in (tmp_path / "scale.html").read_text()
 
 
+def test_the_first_point_again_turns_a_rise_the_machine_made_flat(tmp_path, capsys):
+    sweep = scale.Sweep(growth.DIMENSIONS["revocation-events"], "keystone.validate_token", "d")
+    limits = growth.Limits()
+    for size, ms in ((0, 0.0715), (1000, 0.0759), (10000, 0.0857)):
+        assert sweep.add(size, outcome([ms] * 50), limits, tmp_path)
+    assert sweep.whole(3)
+    sweep.add_again(outcome([0.0880] * 50))
+    assert sweep.finish(tmp_path) == 0
+    out = capsys.readouterr().out
+    assert "(first point again)" in out
+    assert "machine: the first point moved 23.1% between the start and the end" in out
+    assert "): flat" in out and "the machine's, not the size's" in out
+    doc = json.loads((tmp_path / "scale.json").read_text())
+    assert doc["first_point_again"]["p50_ms"] == pytest.approx(88.0)
+    assert doc["machine_drift"] == pytest.approx(0.0165 / 0.0715)
+    assert doc["growth"]["shape"] == "flat"
+    assert "the machine moved it 23.1%" in (tmp_path / "scale.html").read_text()
+
+
+def test_a_stopped_sweep_gets_no_drift_check(tmp_path):
+    sweep = scale.Sweep(growth.DIMENSIONS["revocation-events"], "keystone.validate_token", "d")
+    limits = growth.Limits(max_p95=0.1)
+    assert sweep.add(0, outcome([0.010] * 20), limits, tmp_path)
+    assert not sweep.add(1000, outcome([0.300] * 20), limits, tmp_path)
+    assert not sweep.whole(2)
+
+
 def test_one_point_is_inconclusive(tmp_path, capsys):
     sweep = scale.Sweep(growth.DIMENSIONS["roles-per-user"], "keystone.validate_token", "d")
     sweep.add(0, outcome([0.01] * 5), growth.Limits(), tmp_path)
