@@ -142,7 +142,7 @@ class _Server:
     """One database on a MySQL/MariaDB or PostgreSQL server holding a copy of a SQLite
     database's events, with that database's indexes."""
 
-    def __init__(self, url: str, label: str, source: sqlite3.Connection):
+    def __init__(self, url: str, source: sqlite3.Connection):
         import urllib.parse
 
         u = urllib.parse.urlparse(url)
@@ -191,7 +191,6 @@ class _Server:
         if self.dialect == "mysql":
             cur.fetchall()
         self.cur = cur
-        self.label = label
 
     def fresh(self) -> None:
         """A new connection for the next round: which server thread or process (and which
@@ -295,7 +294,7 @@ def main() -> int:
                 params = _params(source, args.token == "fresh")
                 (events,) = source.execute("SELECT count(*) FROM revocation_event").fetchone()
                 if args.server:
-                    con = _Server(args.server, label, source)
+                    con = _Server(args.server, source)
                     source.close()
                 else:
                     con = _SQLite(source)

@@ -26,6 +26,16 @@ def point_line(dim: Dimension, point: Point, setup_s: float | None, counters: st
     )
 
 
+def _point(p: Point) -> dict[str, Any]:
+    return {
+        "size": p.size,
+        "p50_ms": p.percentile(50) * 1000,
+        "p95_ms": p.percentile(95) * 1000,
+        "success_percent": p.success_percent,
+        "samples": len(p.latencies),
+    }
+
+
 def summary(
     dim: Dimension,
     action: str,
@@ -44,17 +54,7 @@ def summary(
         "unit": dim.unit,
         "action": action,
         "deployment": deployment,
-        "points": [
-            {
-                "size": p.size,
-                "p50_ms": p.percentile(50) * 1000,
-                "p95_ms": p.percentile(95) * 1000,
-                "success_percent": p.success_percent,
-                "samples": len(p.latencies),
-                "setup_seconds": s,
-            }
-            for p, s in zip(points, setups, strict=True)
-        ],
+        "points": [{**_point(p), "setup_seconds": s} for p, s in zip(points, setups, strict=True)],
         "growth": None
         if growth is None
         else {
@@ -65,15 +65,7 @@ def summary(
             "sentence": growth.sentence(dim),
         },
         "stopped_early": stopped,
-        "first_point_again": None
-        if again is None
-        else {
-            "size": again.size,
-            "p50_ms": again.percentile(50) * 1000,
-            "p95_ms": again.percentile(95) * 1000,
-            "success_percent": again.success_percent,
-            "samples": len(again.latencies),
-        },
+        "first_point_again": None if again is None else _point(again),
         "machine_drift": drift,
     }
 

@@ -150,7 +150,20 @@ class Sweep:
         self.stopped: str | None = None
         self.failed: str | None = None
         self.again: growth.Point | None = None
-        self.drift: float | None = None
+
+    @property
+    def drift(self) -> float | None:
+        """How far the first point moved when measured again (None: not measured again)."""
+        return None if self.again is None else growth.machine_drift(self.points[0], self.again)
+
+    def _point(self, size: int, outcome: Any) -> growth.Point:
+        """The timed action's successful durations in OUTCOME, as the point at SIZE."""
+        wl = outcome.workloads[0] if outcome.workloads else None
+        samples = wl.actions.get(self.action) if wl else None
+        if not samples:
+            return growth.Point(size, (), 0.0)
+        durations = tuple(float(v) for v in samples.ok_durations())
+        return growth.Point(size, durations, samples.success_percent)
 
     def whole(self, planned: int) -> bool:
         """Every planned point measured, none stopped or failed: worth a drift check."""
@@ -158,19 +171,16 @@ class Sweep:
 
     def add_again(self, outcome: Any) -> None:
         """The first point measured again: how far the machine moved its median."""
-        wl = outcome.workloads[0] if outcome.workloads else None
-        samples = wl.actions.get(self.action) if wl else None
         first = self.points[0]
-        durations = tuple(float(v) for v in samples.ok_durations()) if samples else ()
-        if not durations:
+        again = self._point(first.size, outcome)
+        if not again.latencies:
             print("    the first point again gave no result: no drift check")
             return
-        self.again = growth.Point(first.size, durations, samples.success_percent)
-        self.drift = growth.machine_drift(first, self.again)
-        print(report.point_line(self.dim, self.again, None, " (first point again)"), flush=True)
+        self.again = again
+        print(report.point_line(self.dim, again, None, " (first point again)"), flush=True)
         print(
             f"machine: the first point moved {self.drift:.1%} between the start and the end "
-            f"(p50 {first.percentile(50) * 1000:.1f} -> {self.again.percentile(50) * 1000:.1f} ms)"
+            f"(p50 {first.percentile(50) * 1000:.1f} -> {again.percentile(50) * 1000:.1f} ms)"
         )
 
     def add(self, size: int, outcome: Any, limits: growth.Limits, where: Path) -> bool:
@@ -183,12 +193,7 @@ class Sweep:
             )
             print(f"    {self.failed}")
             return False
-        samples = wl.actions.get(self.action)
-        point = growth.Point(
-            size,
-            tuple(float(v) for v in samples.ok_durations()) if samples else (),
-            samples.success_percent if samples else 0.0,
-        )
+        point = self._point(size, outcome)
         setup = context_setup_seconds(outcome.json_report, self.dim.context)
         self.points.append(point)
         self.setups.append(setup)
