@@ -48,7 +48,7 @@ ROOT = Path(__file__).resolve().parents[1]
 RELEASE = "keystone==30.0.0"
 SLEEP_PATCH = (
     "        import time as _gate_noise_time  # gate_noise.py: a change that waits\n"
-    "        _gate_noise_time.sleep(0.15)\n"
+    "        _gate_noise_time.sleep({seconds})\n"
 )
 NOISE_CODE = """
 import random, sys, time
@@ -82,8 +82,8 @@ def noise(seed: int, log: Path, enabled: bool = True) -> Iterator[None]:
             proc.wait()
 
 
-def insert_sleep(provider: Path) -> None:
-    """keystone/token/provider.py with 150 ms of sleep at the start of issue_token."""
+def insert_sleep(provider: Path, seconds: float = 0.15) -> None:
+    """keystone/token/provider.py with ``seconds`` of sleep at the start of issue_token."""
     text = provider.read_text()
     head = "    def issue_token(\n"
     at = text.index(head)
@@ -91,30 +91,41 @@ def insert_sleep(provider: Path) -> None:
     if text[body:].lstrip().startswith('"""'):  # after the docstring, if any
         doc_end = text.index('"""', text.index('"""', body) + 3) + 4
         body = doc_end
-    provider.write_text(text[:body] + SLEEP_PATCH + text[body:])
+    patch = SLEEP_PATCH.format(seconds=seconds)
+    provider.write_text(text[:body] + patch + text[body:])
 
 
-def patched_tree(work: Path) -> Path:
-    """keystone 30.0.0's sdist, unpacked, with 150 ms of sleep in token issue."""
-    tree = work / "keystone-30.0.0-sleep150"
+def release_tree(work: Path, name: str, sleep: float | None = None) -> Path:
+    """keystone 30.0.0's sdist unpacked as ``work/name``, with ``sleep`` seconds of sleep
+    at the start of token issue when given (built once; a marker file says it is done)."""
+    tree = work / name
     if (tree / ".gate-noise-patched").exists():
         return tree
     sdists = work / "sdist"
     sdists.mkdir(parents=True, exist_ok=True)
-    subprocess.run(
-        [sys.executable, "-m", "pip", "download", "-q", "--no-deps", "--no-binary", ":all:",
-         RELEASE, "-d", str(sdists)],
-        check=True,
-    )  # fmt: skip
+    if not list(sdists.glob("keystone-30.0.0.tar.gz")):
+        subprocess.run(
+            [sys.executable, "-m", "pip", "download", "-q", "--no-deps", "--no-binary", ":all:",
+             RELEASE, "-d", str(sdists)],
+            check=True,
+        )  # fmt: skip
     (archive,) = sdists.glob("keystone-30.0.0.tar.gz")
-    if tree.exists():
-        shutil.rmtree(tree)
+    unpack = work / f".{name}.unpack"
+    shutil.rmtree(unpack, ignore_errors=True)
+    shutil.rmtree(tree, ignore_errors=True)
     with tarfile.open(archive) as tar:
-        tar.extractall(work, filter="data")
-    (work / "keystone-30.0.0").rename(tree)
-    insert_sleep(tree / "keystone" / "token" / "provider.py")
+        tar.extractall(unpack, filter="data")
+    (unpack / "keystone-30.0.0").rename(tree)
+    shutil.rmtree(unpack)
+    if sleep is not None:
+        insert_sleep(tree / "keystone" / "token" / "provider.py", sleep)
     (tree / ".gate-noise-patched").write_text("")
     return tree
+
+
+def patched_tree(work: Path) -> Path:
+    """keystone 30.0.0's sdist, unpacked, with 150 ms of sleep in token issue."""
+    return release_tree(work, "keystone-30.0.0-sleep150", sleep=0.15)
 
 
 def run_gate(label: str, baseline: str, candidate: str, options: list[str], args, work: Path):

@@ -6,6 +6,11 @@
         the last 5 runs with a higher bcrypt cost (--password-hash-rounds):
         expect one change point at run 6 on keystone.issue_token (the runs
         are one series across the two deployment lines, rounds=4 and 8).
+    python benchmarks/history_aa.py --runs 20 --step-after 10 --step-sleep-ms 10 ...
+        every run on keystone 30.0.0 built from its sdist; the last 10 on a
+        copy of it that sleeps 10 ms at the start of each token issue (the
+        tree benchmarks/gate_noise.py makes): a step of a chosen size, with
+        nothing else changed, for a change point at run 11.
 
 Each run is a real ``keystone-bench run`` of one tiny workload (password
 tokens, --times iterations at concurrency 1) on a local Keystone; the runs
@@ -25,6 +30,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import _machine  # noqa: E402
+import gate_noise  # noqa: E402
 
 BENCH = [sys.executable, "-m", "rally_keystone_bench.cli"]
 
@@ -59,7 +65,32 @@ def main() -> int:
     p.add_argument("--rounds", type=int, default=4, help="--password-hash-rounds of the runs")
     p.add_argument("--step-after", type=int, default=None, metavar="K")
     p.add_argument("--step-rounds", type=int, default=None, help="rounds after run K")
+    p.add_argument(
+        "--step-sleep-ms", type=float, default=None,
+        help="every run on keystone 30.0.0's sdist tree; after run K, on one that sleeps "
+        "this long at the start of each token issue",
+    )  # fmt: skip
+    p.add_argument("--trees", default=".keystone-bench/trees", help="where the trees are made")
     args = p.parse_args()
+    if args.step_sleep_ms is not None and (args.step_after is None or args.keystone):
+        p.error("--step-sleep-ms needs --step-after and no --keystone")
+    trees = None
+    if args.step_sleep_ms is not None:
+        work = Path(args.trees).resolve()
+        work.mkdir(parents=True, exist_ok=True)
+        ms = f"{args.step_sleep_ms:g}"
+        trees = (
+            gate_noise.release_tree(work, "keystone-30.0.0-plain"),
+            gate_noise.release_tree(
+                work, f"keystone-30.0.0-sleep{ms}ms", sleep=args.step_sleep_ms / 1000
+            ),
+        )
+        # Both Keystone environments built before the first run, so that no run
+        # shares the machine with a build.
+        from rally_keystone_bench.deploy import venv
+
+        for tree in trees:
+            venv.ensure_keystone_env(str(tree), progress=print)
     print(f"machine: {_machine.describe()}")
     with tempfile.TemporaryDirectory(prefix="history-aa-") as tmp:
         task = tiny_task(Path(tmp) / "tiny.json", args.times)
@@ -71,13 +102,16 @@ def main() -> int:
                    "--reports-dir", str(Path(tmp) / "reports")]  # fmt: skip
             if args.keystone:
                 cmd += ["--keystone", args.keystone]
+            elif trees:
+                cmd += ["--keystone", str(trees[1] if stepped else trees[0])]
             t0 = time.monotonic()
             proc = subprocess.run(cmd, capture_output=True, text=True, cwd=tmp)
             recorded = [ln for ln in proc.stdout.splitlines() if ln.startswith("history:")]
             said = recorded[-1] if recorded else proc.stderr[-300:]
             took = time.monotonic() - t0
+            slept = f", sleep {args.step_sleep_ms:g} ms" if trees and stepped else ""
             print(
-                f"run {n:>2}: rounds {rounds}, exit {proc.returncode}, {took:.0f} s; {said}",
+                f"run {n:>2}: rounds {rounds}{slept}, exit {proc.returncode}, {took:.0f} s; {said}",
                 flush=True,
             )
     # A step of --step-rounds changes the deployment line (rounds=N): the

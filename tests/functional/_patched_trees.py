@@ -1,22 +1,18 @@
 """Keystone 30.0.0 trees with one known change, for the gate's functional tests.
 
-Built once from the release's sdist (pip download --no-binary) into the
-cache directory, so their Keystone environments are cached too.
+Built once from the release's sdist (pip download --no-binary, by
+benchmarks/gate_noise.py) into the cache directory, so their Keystone
+environments are cached too.
 """
 
 from __future__ import annotations
 
 import importlib.util
-import shutil
-import subprocess
-import sys
-import tarfile
 from pathlib import Path
 from types import ModuleType
 
 from rally_keystone_bench.deploy import venv
 
-RELEASE = "keystone==30.0.0"
 # One more SQL statement (and its transaction's BEGIN) in every validate_token call.
 EXTRA_SQL_PATCH = (
     "        from keystone.common import sql as _counters_sql  # counters test: one more query\n"
@@ -37,36 +33,13 @@ def gate_noise() -> ModuleType:
     return module
 
 
-def _unpacked(name: str) -> Path:
-    trees = venv.cache_root() / "trees"
-    tree = trees / name
-    sdists = trees / "sdist"
-    sdists.mkdir(parents=True, exist_ok=True)
-    if not list(sdists.glob("keystone-30.0.0.tar.gz")):
-        subprocess.run(
-            [sys.executable, "-m", "pip", "download", "-q", "--no-deps", "--no-binary", ":all:",
-             RELEASE, "-d", str(sdists)],
-            check=True,
-        )  # fmt: skip
-    (archive,) = sdists.glob("keystone-30.0.0.tar.gz")
-    if tree.exists():
-        shutil.rmtree(tree)
-    unpack = trees / f".{name}.unpack"
-    shutil.rmtree(unpack, ignore_errors=True)
-    with tarfile.open(archive) as tar:
-        tar.extractall(unpack, filter="data")
-    (unpack / "keystone-30.0.0").rename(tree)
-    shutil.rmtree(unpack)
-    return tree
-
-
 def extra_sql_tree() -> Path:
     """30.0.0 with one more SQL query per token validation (keystone/token/provider.py)."""
     name = "keystone-30.0.0-extra-sql"
     tree = venv.cache_root() / "trees" / name
     if (tree / ".patched").exists():
         return tree
-    tree = _unpacked(name)
+    tree = gate_noise().release_tree(tree.parent, name)
     provider = tree / "keystone" / "token" / "provider.py"
     text = provider.read_text()
     at = text.index(ANCHOR) + len(ANCHOR)
