@@ -19,23 +19,40 @@ def mock(*args: str, **kwargs) -> list[str]:
     return [sys.executable, "-m", "rally_keystone_bench.cli", "mock", *args]
 
 
-@pytest.mark.parametrize("sig, code", [(signal.SIGINT, 130), (signal.SIGTERM, 143)])
-def test_mock_exits_128_plus_the_signal(tmp_path, sig, code):
+def _ignore_sigint() -> None:
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
+@pytest.mark.parametrize(
+    "sig, code, sigint_ignored",
+    [(signal.SIGINT, 130, False), (signal.SIGTERM, 143, False), (signal.SIGINT, 130, True)],
+)
+def test_mock_exits_128_plus_the_signal(tmp_path, sig, code, sigint_ignored):
     """SIGINT/SIGTERM once the mock printed its openrc (by construction, it serves):
     exit 130/143, one line, no pid file. Bound: 30 s to exit, for a SIGTERM to its 2
-    worker processes and a wait; no exit time of the mock was measured."""
+    worker processes and a wait; no exit time of the mock was measured.
+
+    The third case starts the mock with SIGINT ignored, as bash leaves it for a
+    script's background job (``cmd &``): it ran forever after a SIGINT until the
+    mock handled SIGINT itself (found by the flake hunt's loops, run that way)."""
     proc = subprocess.Popen(
         mock("--run-dir", str(tmp_path), "--workers", "2"),
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
+        preexec_fn=_ignore_sigint if sigint_ignored else None,
     )
     assert proc.stdout is not None
-    for line in proc.stdout:
-        if line.startswith("openrc:"):
-            break
-    proc.send_signal(sig)
-    _, err = proc.communicate(timeout=30)
+    try:
+        for line in proc.stdout:
+            if line.startswith("openrc:"):
+                break
+        proc.send_signal(sig)
+        _, err = proc.communicate(timeout=30)
+    finally:  # a mock that did not stop is not left serving
+        if proc.poll() is None:
+            proc.terminate()
+            proc.communicate(timeout=30)
     assert proc.returncode == code
     assert err.strip() == f"keystone-bench: interrupted by {sig.name}"
     assert not (tmp_path / "mock.pid").exists()
