@@ -2,7 +2,8 @@
 
 Every verb runs inside :func:`run`: bad input or environment (BenchError,
 and an OSError no verb caught) is one line and exit 2; a failed verdict is
-exit 1; Ctrl-C is 130; anything unexpected is one line naming the exception
+exit 1; Ctrl-C is 130 (also for a verb started as a script's background
+job, which inherits SIGINT ignored); anything unexpected is one line naming the exception
 type, exit 2 (never 1, which means a verdict), with the traceback under
 ``--debug``. Output into a closed pipe (``compare ... | head``) is dropped
 quietly and the verb still finishes and exits with its own code.
@@ -16,7 +17,9 @@ import io
 import math
 import os
 import re
+import signal
 import sys
+import threading
 import traceback
 from collections.abc import Callable
 from typing import Any
@@ -135,8 +138,19 @@ def _say(message: str) -> None:
         pass
 
 
+def _ctrl_c_interrupts() -> None:
+    """Let SIGINT raise KeyboardInterrupt even where it was inherited ignored: bash starts
+    a script's background job (``keystone-bench mock &``) with SIGINT ignored, and Python
+    then never installs its handler, so the verb would serve on through every Ctrl-C."""
+    if threading.current_thread() is not threading.main_thread():
+        return
+    if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+
+
 def run(verb: Callable[[], Any], debug: bool = False) -> int:
     """Run VERB and turn what it returns or raises into an exit code."""
+    _ctrl_c_interrupts()
     stdout = sys.stdout
     sys.stdout = _PipeSafe(stdout)
     try:

@@ -99,17 +99,13 @@ def serve(
     }
     server, base = _listen(run_dir, port, options, host)
     children: list[int] = []
-    stopped_by = [signal.SIGINT]
+    stopped_by = [signal.SIGINT]  # Ctrl-C arrives as KeyboardInterrupt (see boundary.run)
 
     def _stop(signum, frame):
         stopped_by[0] = signum
         raise KeyboardInterrupt
 
-    # Both signals handled here, SIGINT too: a mock started as a script's
-    # background job inherits SIGINT ignored, and Python then never turns it
-    # into KeyboardInterrupt.
     signal.signal(signal.SIGTERM, _stop)
-    signal.signal(signal.SIGINT, _stop)
     try:  # from the first fork on: a signal at any point stops every worker
         _fork_workers(server, workers - 1, children)
         announce(

@@ -33,8 +33,8 @@ def test_mock_exits_128_plus_the_signal(tmp_path, sig, code, sigint_ignored):
     worker processes and a wait; no exit time of the mock was measured.
 
     The third case starts the mock with SIGINT ignored, as bash leaves it for a
-    script's background job (``cmd &``): it ran forever after a SIGINT until the
-    mock handled SIGINT itself (found by the flake hunt's loops, run that way)."""
+    script's background job (``cmd &``): it ran forever after a SIGINT until every
+    verb's boundary restored Ctrl-C (found by the flake hunt's loops, run that way)."""
     proc = subprocess.Popen(
         mock("--run-dir", str(tmp_path), "--workers", "2"),
         stdout=subprocess.PIPE,
