@@ -70,13 +70,19 @@ def main() -> int:
         help="every run on keystone 30.0.0's sdist tree; after run K, on one that sleeps "
         "this long at the start of each token issue",
     )  # fmt: skip
-    p.add_argument("--trees", default=".keystone-bench/trees", help="where the trees are made")
+    p.add_argument(
+        "--trees", default=None,
+        help="where the trees are made (default: the cache's trees/, beside the tests' own, "
+        "so that the sdist is downloaded once)",
+    )  # fmt: skip
     args = p.parse_args()
     if args.step_sleep_ms is not None and (args.step_after is None or args.keystone):
         p.error("--step-sleep-ms needs --step-after and no --keystone")
     trees = None
     if args.step_sleep_ms is not None:
-        work = Path(args.trees).resolve()
+        from rally_keystone_bench.deploy import venv
+
+        work = Path(args.trees).resolve() if args.trees else venv.cache_root() / "trees"
         work.mkdir(parents=True, exist_ok=True)
         ms = f"{args.step_sleep_ms:g}"
         trees = (
@@ -87,8 +93,6 @@ def main() -> int:
         )
         # Both Keystone environments built before the first run, so that no run
         # shares the machine with a build.
-        from rally_keystone_bench.deploy import venv
-
         for tree in trees:
             venv.ensure_keystone_env(str(tree), progress=print)
     print(f"machine: {_machine.describe()}")
