@@ -152,6 +152,21 @@ def test_suite_succeeds_on_every_iteration_of_every_scenario(suite):
         assert_all_succeeded(workload)
 
 
+def test_no_stock_users_context_runs_beside_keystone_users(suite):
+    """Every workload of the suite names keystone_users: the stock users context, a
+    default of every OpenStack scenario, made a project and a user there that nothing
+    used. Its stand-in (keystone_bench_default_users) runs instead and does nothing;
+    where a workload names no users context it is the stock one (the env-users test)."""
+    _, report, _ = suite
+    for workload in workloads(report):
+        ran = {c["plugin_name"]: c for c in workload["contexts_results"]}
+        assert "users@openstack" not in ran, sorted(ran)
+        assert "keystone_users@openstack" in ran
+        default = ran["keystone_bench_default_users@openstack"]
+        assert default["setup"]["error"] is None and default["cleanup"]["error"] is None
+        assert default["setup"]["finished_at"] - default["setup"]["started_at"] < 0.1
+
+
 def _by_title(report: dict) -> dict[str, dict]:
     out = {}
     for task in report["tasks"]:

@@ -17,6 +17,7 @@ import threading
 import time
 from typing import Any
 
+from rally.common.plugin import plugin
 from rally.task import atomic, validation
 from rally_openstack.task import scenario
 
@@ -56,8 +57,14 @@ class _RecordedAction:
             self.action["failed"] = True
 
 
+@plugin.default_meta(inherit=True)  # a copy of OpenStackScenario's, changed below
 class _TokenScenario(scenario.OpenStackScenario):
     """What the KeystoneTokens scenarios share: users, clients, timers.
+
+    Their default context is keystone_bench_default_users, not the stock
+    users context every OpenStack scenario has: the stock one where a
+    workload names no users context, nothing beside keystone_users
+    (plugins/contexts/users.py).
 
     ``run`` wraps its body in ``with self._leases():``; the clients that
     ``_issuer`` and ``_validator`` lease go back to the process's pool when
@@ -150,6 +157,11 @@ class _TokenScenario(scenario.OpenStackScenario):
                 "data": [[name.replace("_", " "), value] for name, value in figures.items()],
             }
         )
+
+
+_DEFAULTS = _TokenScenario._default_meta_get("default_context")
+_DEFAULTS.pop("users@openstack", None)
+_DEFAULTS["keystone_bench_default_users@openstack"] = {}
 
 
 @validation.add("enum", param_name="scope", values=list(SCOPES), missed=True)
