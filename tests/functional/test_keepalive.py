@@ -19,8 +19,12 @@ import urllib.parse
 
 import pytest
 
-# serial: the answer must come within BUSY_TIMEOUT + 15 s of wall clock.
-pytestmark = [pytest.mark.functional, pytest.mark.serial]
+# Not serial (since 2026-11-29): the answer must come within BUSY_TIMEOUT + 15 s
+# of wall clock, and a hang is BUSY_TIMEOUT + ROUTER_TIMEOUT; a neighbour's load
+# adds far less than 15 s to one request (17 looped runs at load average 2.9 to 20
+# passed, doc/source/gate-ci.rst). It waits 30 s idle: the parallel part takes it
+# at almost no cost.
+pytestmark = pytest.mark.functional
 
 BUSY_TIMEOUT = 30.0  # the ?timeout= of LocalKeystone's SQLite URL
 ROUTER_TIMEOUT = 60.0  # uWSGI's http-timeout, what a hung client waits on top

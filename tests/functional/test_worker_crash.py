@@ -40,9 +40,13 @@ from rally_keystone_bench.driver import task as rally_task
 from rally_keystone_bench.driver.rally import RallyHome, keystone_spec
 from rally_keystone_bench.verdicts import results
 
-# serial: the durations Rally records must stay under REQUEST_TIMEOUT + the lock's
-# hold + SLACK_S, about 20 s of wall clock (see the first test).
-pytestmark = [pytest.mark.functional, pytest.mark.serial]
+# Not serial (since 2026-11-29): the bound on the durations Rally records,
+# REQUEST_TIMEOUT + the lock's hold + SLACK_S (about 20 s), is far from what a
+# neighbour's load adds. Looped at load average 2.9 to 16 (12 runs, then 7 at 4.3
+# to 6.9, doc/source/gate-ci.rst), every run passed and the longest request took
+# 5.1 to 5.8 s; the test tells that from uWSGI's 60 s. They wait on a lock more
+# than they compute, so the parallel part takes them at little cost.
+pytestmark = pytest.mark.functional
 
 REQUEST_TIMEOUT = 5  # s: the router's 502 for a worker that went silent
 UWSGI_DEFAULT_TIMEOUT = 60.0  # s: what a client waited without it
