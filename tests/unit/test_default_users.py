@@ -67,13 +67,13 @@ def test_with_no_users_context_it_is_the_stock_one(monkeypatch):
     monkeypatch.setattr(stock.UserGenerator, "create_users", lambda self: made.append(self))
     c = ctx({"keystone_tenants@openstack": {}, users.DEFAULT_USERS: {}})
     default = users.DefaultUsers(c)
-    assert not default.skipped
+    assert not default.skipped and isinstance(default.stock, stock.UserGenerator)
     assert c["admin"]["credential"]["username"] == "admin"  # as the stock context sets it
-    assert default.config["tenants"] == stock.UserGenerator.DEFAULT_FOR_NEW_USERS["tenants"]
+    assert default.stock.config["tenants"] == stock.UserGenerator.DEFAULT_FOR_NEW_USERS["tenants"]
     default.setup()
-    assert made == [default]
+    assert made == [default.stock]
     # the env's own users, as the stock context uses them when the env lists some
     env_user = {**ADMIN, "username": "someone"}
     c = ctx({users.DEFAULT_USERS: {}}, env_users=[env_user])
     default = users.DefaultUsers(c)
-    assert not default.skipped and default.existing_users == [env_user]
+    assert not default.skipped and default.stock.existing_users == [env_user]
