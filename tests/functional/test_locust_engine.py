@@ -23,9 +23,9 @@ from rally_keystone_bench.engines.locust import samples as sm
 from rally_keystone_bench.engines.locust.setup import PREFIX
 from rally_keystone_bench.verdicts import results
 
-# Serial: the tests that assert a rate or a latency (marked one by one). The others
-# assert counts that the schedule fixes, not the clock, and run on both cores with
-# the rest of the slow suite.
+# Not serial (since 2026-11-29): four tests assert counts that the schedule fixes,
+# not the clock; the rate's and the latencies' bounds held at load average 15 to 18
+# (each docstring gives the figures), far past what the parallel part's neighbours add.
 pytestmark = pytest.mark.slow
 
 
@@ -41,7 +41,6 @@ def start_rate(wl: results.Workload) -> float:
     return (s.size - 1) / float(s[-1] - s[0])
 
 
-@pytest.mark.serial  # the start rate within 5 %
 def test_master_and_two_workers_send_the_target_rate_and_lose_nothing(tmp_path):
     """100 rps for 10 s from two workers: all 1000 samples reported, start rate within 5 %.
 
@@ -127,7 +126,6 @@ def _openrc(mock: MockKeystone) -> dict[str, str]:
     }
 
 
-@pytest.mark.serial  # service and response times against bounds
 def test_coordinated_omission_shows_in_response_time_not_service_time(tmp_path):
     """50 rps on a mock that stalls 2 s every 10 s, 2 connections: the requests due
     during a stall wait for a connection and go out late, so their service time
