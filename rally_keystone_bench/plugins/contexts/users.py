@@ -5,9 +5,9 @@ stock `users` context, so that stock scenarios run with it too. That stock
 context is a default of every OpenStack scenario and runs first (order 100):
 whatever it put in the context is set aside during the run and put back at
 cleanup, so that it deletes its own users and never ours. The KeystoneTokens
-scenarios have keystone_bench_default_users as their default instead (below):
-the stock context where the workload names no users context, nothing where it
-names keystone_users (plugins/contexts/default_users.py).
+scenarios have keystone_bench_default_users as their default instead
+(plugins/contexts/default_users.py): the stock context where the workload
+names no users context, nothing where it names keystone_users.
 """
 
 from __future__ import annotations

@@ -64,7 +64,7 @@ class _TokenScenario(scenario.OpenStackScenario):
     Their default context is keystone_bench_default_users, not the stock
     users context every OpenStack scenario has: the stock one where a
     workload names no users context, nothing beside keystone_users
-    (plugins/contexts/users.py).
+    (plugins/contexts/default_users.py).
 
     ``run`` wraps its body in ``with self._leases():``; the clients that
     ``_issuer`` and ``_validator`` lease go back to the process's pool when
