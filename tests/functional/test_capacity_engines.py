@@ -53,7 +53,7 @@ def test_capacity_on_locust_and_on_rally_find_the_mock_n(tmp_path):
 
     The Rally search also carries what tests/functional/test_capacity_live.py checked
     of a search (it ran one more Rally search, of 95 s, in ``tox``'s serial part,
-    until 2026-11-29): the ramp that brackets N, the confirmations, nothing passing
+    until 2026-11-28): the ramp that brackets N, the confirmations, nothing passing
     past capacity, the report and the progress lines."""
     _, locust = search(tmp_path / "locust", "--engine", "locust", "--locust-workers", "2")
     n_locust = float(locust["result"]["n_rps"])

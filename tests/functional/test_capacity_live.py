@@ -2,7 +2,7 @@
 
 One worker with 20 ms of service time serves 50 token requests a second.
 Probes are short (3 s of warm-up, 8 s of window). A whole search on the
-Rally engine, with what this file checked of it until 2026-11-29, is in
+Rally engine, with what this file checked of it until 2026-11-28, is in
 test_capacity_engines.py (the slow suite), whose Rally search was the same
 work a second time: ``tox`` keeps the search's first exit, a low that
 already degrades.

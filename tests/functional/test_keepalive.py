@@ -19,7 +19,7 @@ import urllib.parse
 
 import pytest
 
-# Not serial (since 2026-11-29): the answer must come within BUSY_TIMEOUT + 15 s
+# Not serial (since 2026-11-28): the answer must come within BUSY_TIMEOUT + 15 s
 # of wall clock, and a hang is BUSY_TIMEOUT + ROUTER_TIMEOUT; a neighbour's load
 # adds far less than 15 s to one request (17 looped runs at load average 2.9 to 20
 # passed, doc/source/gate-ci.rst). It waits 30 s idle: the parallel part takes it

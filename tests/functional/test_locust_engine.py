@@ -23,7 +23,7 @@ from rally_keystone_bench.engines.locust import samples as sm
 from rally_keystone_bench.engines.locust.setup import PREFIX
 from rally_keystone_bench.verdicts import results
 
-# Not serial (since 2026-11-29): four tests assert counts that the schedule fixes,
+# Not serial (since 2026-11-28): four tests assert counts that the schedule fixes,
 # not the clock; the rate's and the latencies' bounds held at load average 15 to 18
 # (each docstring gives the figures), far past what the parallel part's neighbours add.
 pytestmark = pytest.mark.slow

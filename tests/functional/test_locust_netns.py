@@ -23,7 +23,7 @@ from rally_keystone_bench.deploy.mock import MockKeystone
 from rally_keystone_bench.engines.locust import engine
 from rally_keystone_bench.verdicts import results
 
-# Not serial (since 2026-11-29): it asserts counts, not a rate (see the test), and the
+# Not serial (since 2026-11-28): it asserts counts, not a rate (see the test), and the
 # bridge's address is taken by this one test only.
 pytestmark = pytest.mark.slow
 BRIDGE_IP = "10.77.0.1"

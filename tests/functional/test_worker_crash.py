@@ -40,7 +40,7 @@ from rally_keystone_bench.driver import task as rally_task
 from rally_keystone_bench.driver.rally import RallyHome, keystone_spec
 from rally_keystone_bench.verdicts import results
 
-# Not serial (since 2026-11-29): the bound on the durations Rally records,
+# Not serial (since 2026-11-28): the bound on the durations Rally records,
 # REQUEST_TIMEOUT + the lock's hold + SLACK_S (about 20 s), is far from what a
 # neighbour's load adds. Looped at load average 2.9 to 16 (12 runs, then 7 at 4.3
 # to 6.9, doc/source/gate-ci.rst), every run passed and the longest request took
