@@ -135,7 +135,7 @@ def suite(rh):
     return run_task(rh, "ks", TASKS / "token-suite.yaml", SUITE_ARGS)
 
 
-# -- the token suite with Rally's stock users context ---------------------------
+# -- the token suite, on keystone_tenants and keystone_users ----------------------
 
 
 def test_suite_succeeds_on_every_iteration_of_every_scenario(suite):
@@ -164,7 +164,6 @@ def test_no_stock_users_context_runs_beside_keystone_users(suite):
         assert "keystone_users@openstack" in ran
         default = ran["keystone_bench_default_users@openstack"]
         assert default["setup"]["error"] is None and default["cleanup"]["error"] is None
-        assert default["setup"]["finished_at"] - default["setup"]["started_at"] < 0.1
 
 
 def _by_title(report: dict) -> dict[str, dict]:

@@ -22,7 +22,7 @@ class DefaultUsers(context.Context):
     Every OpenStack scenario has Rally's stock users context as a default,
     so it ran in each workload beside keystone_users, whose users the
     scenarios then used: a project and a user made and deleted for nothing,
-    about 1.5 to 2 s of setup and cleanup a workload and a dozen admin
+    1.3 to 1.8 s of setup and cleanup a workload and a dozen admin
     tokens (seen in the tests' Rally logs). This one runs the stock context,
     with its defaults, where the workload names no users context of its own,
     and does nothing where it names keystone_users or users.

@@ -18,12 +18,13 @@ import time
 from typing import Any
 
 from rally.common.plugin import plugin
-from rally.task import atomic, validation
+from rally.task import atomic, context, validation
 from rally_openstack.task import scenario
 
 from rally_keystone_bench.clients import pool
 from rally_keystone_bench.clients.auth import METHODS, SCOPES, UserAuth
 from rally_keystone_bench.clients.tokens import Token, TokenClient, TokenRequestError, shorten
+from rally_keystone_bench.plugins.contexts.default_users import DEFAULT_USERS, STOCK_USERS
 
 ISSUE = "keystone.issue_token"
 VALIDATE = "keystone.validate_token"
@@ -57,7 +58,8 @@ class _RecordedAction:
             self.action["failed"] = True
 
 
-@plugin.default_meta(inherit=True)  # a copy of OpenStackScenario's, changed below
+@context.add_default_context(DEFAULT_USERS, {})
+@plugin.default_meta(inherit=True)  # a copy of OpenStackScenario's: the stock users go below
 class _TokenScenario(scenario.OpenStackScenario):
     """What the KeystoneTokens scenarios share: users, clients, timers.
 
@@ -159,9 +161,7 @@ class _TokenScenario(scenario.OpenStackScenario):
         )
 
 
-_DEFAULTS = _TokenScenario._default_meta_get("default_context")
-_DEFAULTS.pop("users@openstack", None)
-_DEFAULTS["keystone_bench_default_users@openstack"] = {}
+_TokenScenario._default_meta_get("default_context").pop(STOCK_USERS)
 
 
 @validation.add("enum", param_name="scope", values=list(SCOPES), missed=True)
