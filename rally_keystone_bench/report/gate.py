@@ -11,16 +11,23 @@ from markupsafe import Markup
 from rally_keystone_bench.report import junit, svg
 from rally_keystone_bench.report.compare import ms_or_na
 from rally_keystone_bench.report.render import environment
+from rally_keystone_bench.verdicts import family
 from rally_keystone_bench.verdicts.pairing import CPU_ROW, GateResult, Judgement
+
+
+def _p(p: float) -> str:
+    return "p<1e-15" if p < 1e-15 else f"p={p:.2g}"
 
 
 def _numbers(j: Judgement) -> str:
     if not math.isfinite(j.ratio):
         return ""
-    p = "p<1e-15" if j.p_value < 1e-15 else f"p={j.p_value:.2g}"
+    p = f"Wilcoxon {_p(j.p_value)}"
+    if math.isfinite(j.p_adjusted):
+        p += f" ({_p(j.p_adjusted)} after Holm over {j.tests})"
     return (
         f"median {ms_or_na(j.base)} -> {ms_or_na(j.cand)}, block ratio {j.ratio:.3f} "
-        f"[{j.ci_low:.2f}, {j.ci_high:.2f}], Wilcoxon {p}, {j.n_clean} blocks"
+        f"[{j.ci_low:.2f}, {j.ci_high:.2f}], {p}, {j.n_clean} blocks"
     )
 
 
@@ -33,6 +40,8 @@ def format_text(result: GateResult) -> str:
         f"baseline: {result.base}",
         f"candidate: {result.candidate}",
         result.interference_summary(),
+        f"family: {family.describe(result.alpha, result.tests)}; "
+        f"{result.blocks_needed} clean blocks needed per workload",
     ]
     lines.extend(result.notes)
     workload = None
@@ -46,7 +55,7 @@ def format_text(result: GateResult) -> str:
             if a.failure_regression:
                 lines.append(f"  kind: {a.kind}")
             continue
-        rows = [(a.action, a.latency), (CPU_ROW, a.cpu)]
+        rows = [(a.action, a.latency), (f"{CPU_ROW} (evidence)", a.cpu)]
         width = max(len(n) for n, _ in rows)
         for n, j in rows:
             if j is None:
@@ -55,7 +64,7 @@ def format_text(result: GateResult) -> str:
             m = mark if (j.regression or (n == a.action and a.regression)) else " "
             lines.append(f" {m}{n:<{width}}  {j.verdict}  {_numbers(j)}")
         if a.kind:
-            lines.append(f"  kind: {a.kind}")
+            lines.append(f"  kind: {a.kind_detail()}")
         aside = len(a.blocks) - a.n_clean
         if aside:
             lines.append(f"  {aside} of {len(a.blocks)} blocks set aside")

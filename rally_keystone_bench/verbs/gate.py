@@ -23,6 +23,8 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import math
+import re
 import threading
 import time
 from collections.abc import Sequence
@@ -44,7 +46,7 @@ from rally_keystone_bench.errors import BenchError
 from rally_keystone_bench.report import counters as report_counters
 from rally_keystone_bench.report import gate as gate_report
 from rally_keystone_bench.verbs import options as verb_options
-from rally_keystone_bench.verdicts import compare, pairing
+from rally_keystone_bench.verdicts import compare, family, pairing
 from rally_keystone_bench.verdicts.blocks import (
     SAMPLE_SECONDS,
     SIDES,
@@ -60,6 +62,28 @@ CLOUD_TASK = "tasks/gate-cloud.yaml"
 # ... and Keystone's default auth methods plus totp, for its password + TOTP path.
 CLOUD_CONF = ("auth.methods=external,password,token,oauth1,mapped,application_credential,totp",)
 LDAP_PROJECT = "keystone-bench-gate-ldap"
+# The task variables that set a paired workload's duration in our gate tasks.
+DURATION_ARGS = ("seconds", "issue_seconds", "validate_seconds")
+SPARE_BLOCKS = 2  # beyond those needed: the first and last block of a workload are cut
+
+
+def duration_args(task: Path, task_args: dict, settings: GateSettings) -> dict[str, int]:
+    """Durations that give every paired workload the clean blocks its family needs.
+
+    The family's size is counted in the task's text (one latency test per
+    ``KeystoneTokens.paired`` workload); a task that makes its workloads in a
+    loop is undercounted, and the gate then extends itself after the first
+    run. A duration given in --task-args is left as given.
+    """
+    text = task.read_text(errors="replace")
+    tests = max(1, text.count("KeystoneTokens.paired:"))
+    needed = max(settings.min_clean, family.blocks_needed(settings.alpha, tests))
+    seconds = math.ceil(settings.block_seconds * (needed + SPARE_BLOCKS))
+    return {
+        name: seconds
+        for name in DURATION_ARGS
+        if name not in task_args and re.search(rf"\b{name}\b", text)
+    }
 
 
 def add_baseline_arguments(p: argparse.ArgumentParser) -> None:
@@ -381,12 +405,13 @@ def write_reports(
 
 
 def latency_moved(result: GateResult) -> dict[str, bool]:
-    """Action -> whether the latency verdict saw a significant change."""
-    moved: dict[str, bool] = {}
-    for a in result.actions:
-        significant = a.latency is not None and a.latency.p_value < result.alpha
-        moved[a.action] = moved.get(a.action, False) or bool(significant or a.regression)
-    return moved
+    """``workload: action`` -> whether its latency verdict saw a significant change."""
+    return {
+        f"{a.workload}: {a.action}": bool(
+            a.regression or (a.latency is not None and a.latency.p_judged < result.alpha)
+        )
+        for a in result.actions
+    }
 
 
 def paired_rally(
@@ -425,6 +450,7 @@ def main(args: argparse.Namespace) -> int:
     settings = check_settings(args)
     task = rally_task.task_file(args.task)
     task_args = rally_task.parse_task_args(getattr(args, "task_args", None))
+    task_args = {**duration_args(task, task_args, settings), **task_args}
     deps, commits = side_deployments(args)
     verb_options.check_history(args)
     stamp = rally_task.utc_stamp()

@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 
 from rally_keystone_bench.errors import BenchError
-from rally_keystone_bench.verdicts import cpu, failures, pairing
+from rally_keystone_bench.verdicts import cpu, failures, family, pairing
 from rally_keystone_bench.verdicts.cpu import Interval
 from rally_keystone_bench.verdicts.pairing import Block, Bounds, GateResult
 from rally_keystone_bench.verdicts.results import Workload
@@ -183,15 +183,17 @@ def judge_runs(
                     t[i] += v
     if not blocks:
         raise BenchError("the task has no KeystoneTokens.paired workload: nothing to judge")
+    needed = max(s.min_clean, family.blocks_needed(s.alpha, len(blocks)))
     verdicts = []
     for (label, action), found in blocks.items():
-        v = pairing.judge_action(label, action, found, s.threshold, s.alpha, s.bounds, s.min_clean)
+        v = pairing.judge_action(label, action, found, s.threshold, s.alpha, s.bounds, needed)
         bf, bn, cf, cn = tallies[(label, action)]
         f = failures.judge(action, (bf, bn), (cf, cn), s.max_failure_increase, s.alpha)
         v.base_success, v.cand_success = f.base_success, f.cand_success
         v.failure_verdict, v.failure_regression = f.verdict, f.regression
         verdicts.append(v)
+    tests = pairing.judge_family(verdicts, s.alpha, s.threshold)
     return pairing.GateResult(
         base_name, cand_name, s.threshold, s.alpha, s.block_seconds, s.bounds, verdicts,
-        len(runs), s.max_failure_increase,
+        len(runs), s.max_failure_increase, tests=tests, blocks_needed=needed,
     )  # fmt: skip

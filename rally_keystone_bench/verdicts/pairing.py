@@ -12,12 +12,23 @@ seconds. Per block and action:
   between samples), steal time, and the load generator's own CPU.
 
 A block whose interference passes a bound (:class:`Bounds`) is set aside.
-The verdict is judged on the clean blocks: the median of the per-block
-ratios, its bootstrap 95 % interval, and the Wilcoxon signed-rank test of the
-log ratios against 0. A machine that gets slower or faster during the run
-moves both sides of every block alike, so a drift cancels in the ratios.
-Fewer than ``min_clean`` clean blocks: ``inconclusive`` (exit 3), never a
-regression.
+Each action's latency is judged on its clean blocks: the median of the
+per-block ratios, its bootstrap 95 % interval, and the Wilcoxon signed-rank
+test of the log ratios against 0. A machine that gets slower or faster
+during the run moves both sides of every block alike, so a drift cancels in
+the ratios.
+
+The gate makes one latency test per workload and action, and its promise
+holds for all of them together (:mod:`verdicts.family`): the p-values are
+Holm-adjusted over the family (:func:`judge_family`), every action needs the
+clean blocks that let its test reach the strictest corrected level, and an
+action slower than the threshold whose corrected p-value does not reach
+alpha is inconclusive (the gate extends itself), never a pass. Server CPU
+per request is evidence: it names the kind of a regression (burns CPU,
+waits, or both) with the numbers, and convicts nothing on its own (a change
+that costs CPU at concurrency 1 costs latency too, and the latency test is
+the one the family's promise is made for). Too few clean blocks:
+``inconclusive`` (exit 3), never a regression.
 """
 
 from __future__ import annotations
@@ -27,7 +38,7 @@ import math
 from collections.abc import Sequence
 from typing import Any
 
-from rally_keystone_bench.verdicts import stats
+from rally_keystone_bench.verdicts import family, stats
 from rally_keystone_bench.verdicts.compare import verdict_fields
 
 MIN_CLEAN_BLOCKS = 8
@@ -36,7 +47,13 @@ EXIT_INCONCLUSIVE = 3
 CPU_ROW = "server CPU per request"
 KIND_CPU = "burns CPU"
 KIND_WAITS = "waits"
+KIND_BOTH = "burns CPU and waits"
+KIND_UNKNOWN = "slower (server CPU not measured)"
 KIND_FAILS = "fails"
+# The added server CPU as a share of the added latency that names the kind:
+# at least CPU_SHARE -> burns CPU; at most WAIT_SHARE -> waits; between: both.
+CPU_SHARE = 2.0 / 3.0
+WAIT_SHARE = 1.0 / 5.0
 
 
 @dataclasses.dataclass(frozen=True)
@@ -165,6 +182,13 @@ class Judgement:
     cand: float
     verdict: str
     regression: bool
+    p_adjusted: float = math.nan  # Holm over the gate's family; NaN: not part of it
+    tests: int = 1  # the family's size
+
+    @property
+    def p_judged(self) -> float:
+        """The p-value the verdict was decided on: the corrected one when there is one."""
+        return self.p_adjusted if math.isfinite(self.p_adjusted) else self.p_value
 
     def as_dict(self) -> dict[str, Any]:
         return {k: _finite(v) for k, v in dataclasses.asdict(self).items()}
@@ -179,10 +203,12 @@ def judge_ratios(
     alpha: float,
     seed: int = stats.DEFAULT_SEED,
     words: tuple[str, str] = ("slower", "faster"),
+    convicts: bool = True,
 ) -> Judgement:
     """Median of per-block ratios, its bootstrap CI, Wilcoxon p and the verdict.
 
     WORDS say a ratio above 1 and below 1 (``1.31x slower``, ``1.58x more CPU``).
+    CONVICTS: False for evidence (server CPU), which is never a regression.
     """
     import numpy as np
 
@@ -192,9 +218,33 @@ def judge_ratios(
     med, lo, hi = stats.median_ci(r, seed=seed)
     p = stats.wilcoxon_signed_rank(np.log(r)).p_value
     text = stats.verdict(med, p, alpha, threshold, higher_is=words[0], lower_is=words[1])
-    regression = bool(p < alpha and med > 1.0 and stats.change_percent(med) > threshold)
+    regression = convicts and _beyond(med, p, alpha, threshold)
     return Judgement(
         name, int(r.size), med, lo, hi, p, _median(base), _median(cand), text, regression
+    )
+
+
+def _beyond(ratio: float, p: float, alpha: float, threshold: float) -> bool:
+    """Significantly slower by more than the threshold."""
+    return bool(p < alpha and ratio > 1.0 and stats.change_percent(ratio) > threshold)
+
+
+def _over_threshold(ratio: float, threshold: float) -> bool:
+    return math.isfinite(ratio) and ratio > 1.0 and stats.change_percent(ratio) > threshold
+
+
+def corrected(
+    j: Judgement, p_adjusted: float, tests: int, alpha: float, threshold: float
+) -> Judgement:
+    """J decided on its Holm-adjusted p-value within a family of TESTS."""
+    words = ("slower", "faster")
+    text = stats.verdict(j.ratio, p_adjusted, alpha, threshold, *words)
+    return dataclasses.replace(
+        j,
+        p_adjusted=p_adjusted,
+        tests=tests,
+        verdict=text,
+        regression=_beyond(j.ratio, p_adjusted, alpha, threshold),
     )
 
 
@@ -225,30 +275,40 @@ class ActionVerdict:
             return True
         if self.inconclusive:
             return False
-        slower = bool(self.latency and self.latency.regression)
-        return slower or bool(self.cpu and self.cpu.regression)
+        return bool(self.latency and self.latency.regression)
 
     @property
     def kind(self) -> str | None:
-        """For a regression: "fails", "burns CPU" or "waits" (a sleep, a lock, a round trip)."""
+        """For a regression: fails, burns CPU, waits (a sleep, a lock, a round trip), or both."""
         if not self.regression:
             return None
         if self.failure_regression:
             return KIND_FAILS
-        return KIND_CPU if self._cpu_explains() else KIND_WAITS
+        added = self.added_ms()
+        if added is None:
+            return KIND_UNKNOWN
+        return kind_of(*added)
 
-    def _cpu_explains(self) -> bool:
-        """More CPU per request, by at least half of the added latency (or alone)."""
-        cpu, lat = self.cpu, self.latency
-        if cpu is None or not math.isfinite(cpu.ratio):
-            return False
-        if cpu.regression:
-            return True
-        if not (cpu.p_value < 0.05 and cpu.ratio > 1.0):  # not significantly more
-            return False
-        added_cpu = cpu.cand - cpu.base
-        added_wait = (lat.cand - lat.base) if lat else math.nan
-        return math.isfinite(added_wait) and added_cpu >= 0.5 * added_wait
+    def added_ms(self) -> tuple[float, float] | None:
+        """(added latency, added server CPU) per request in ms, medians over clean blocks.
+
+        None when the server CPU was not measured on enough blocks.
+        """
+        lat, cpu = self.latency, self.cpu
+        if lat is None or cpu is None:
+            return None
+        values = (lat.cand - lat.base, cpu.cand - cpu.base)
+        if not all(math.isfinite(v) for v in values):
+            return None
+        return values[0] * 1000.0, values[1] * 1000.0
+
+    def kind_detail(self) -> str:
+        """``burns CPU and waits: +219.0 ms per request, of which +98.0 ms server CPU``."""
+        kind = self.kind
+        added = self.added_ms()
+        if kind is None or kind == KIND_FAILS or added is None:
+            return kind or ""
+        return f"{kind}: {added[0]:+.1f} ms per request, of which {added[1]:+.1f} ms server CPU"
 
     @property
     def verdict(self) -> str:
@@ -259,10 +319,7 @@ class ActionVerdict:
         assert self.latency is not None
         if not self.regression:
             return self.latency.verdict
-        if self.latency.regression:
-            return f"{self.latency.verdict}, {self.kind}"
-        assert self.cpu is not None
-        return f"{self.cpu.verdict} per request, {self.kind}"
+        return f"{self.latency.verdict}, {self.kind}"
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -271,6 +328,7 @@ class ActionVerdict:
             "verdict": self.verdict,
             "regression": self.regression,
             "kind": self.kind,
+            "kind_detail": self.kind_detail() or None,
             "inconclusive": self.inconclusive,
             "base_success_percent": self.base_success,
             "cand_success_percent": self.cand_success,
@@ -315,7 +373,7 @@ def judge_action(
     )
     with_cpu = [b for b in clean if math.isfinite(b.cpu_ratio)]
     cpu = None
-    if len(with_cpu) >= min_clean:
+    if len(with_cpu) >= min(min_clean, MIN_CLEAN_BLOCKS):
         cpu = judge_ratios(
             CPU_ROW,
             [b.cpu_ratio for b in with_cpu],
@@ -324,8 +382,43 @@ def judge_action(
             threshold,
             alpha,
             words=("more CPU", "less CPU"),
+            convicts=False,
         )
     return ActionVerdict(workload, action, blocks, latency, cpu, None)
+
+
+def kind_of(added_latency_ms: float, added_cpu_ms: float) -> str:
+    """The kind of a slowdown from what it added: server CPU against latency per request."""
+    if added_latency_ms <= 0:
+        return KIND_CPU if added_cpu_ms > 0 else KIND_WAITS
+    share = added_cpu_ms / added_latency_ms
+    if share >= CPU_SHARE:
+        return KIND_CPU
+    if share <= WAIT_SHARE:
+        return KIND_WAITS
+    return KIND_BOTH
+
+
+def judge_family(verdicts: Sequence[ActionVerdict], alpha: float, threshold: float) -> int:
+    """Holm-correct the latency tests of VERDICTS together; returns the family's size.
+
+    An action slower than the threshold whose corrected p-value does not
+    reach ALPHA becomes inconclusive: more blocks could tell, so the gate
+    extends itself rather than pass it.
+    """
+    tests = len(verdicts)
+    judged = [v for v in verdicts if v.latency is not None and not v.inconclusive]
+    adjusted = family.holm([v.latency.p_value for v in judged])
+    for v, p_adj in zip(judged, adjusted, strict=True):
+        assert v.latency is not None
+        v.latency = corrected(v.latency, p_adj, tests, alpha, threshold)
+        if not v.latency.regression and _over_threshold(v.latency.ratio, threshold):
+            v.inconclusive = (
+                f"{stats.format_ratio(v.latency.ratio)} on {v.latency.n_clean} clean blocks, "
+                f"but p={v.latency.p_adjusted:.2g} after Holm's correction over {tests} "
+                f"tests does not reach alpha {alpha:g}: more blocks needed"
+            )
+    return tests
 
 
 @dataclasses.dataclass
@@ -342,6 +435,8 @@ class GateResult:
     rounds: int = 1  # task runs (the gate extends itself with more)
     max_failure_increase: float = 0.0  # percentage points
     notes: list[str] = dataclasses.field(default_factory=list)
+    tests: int = 1  # latency tests in the family (judge_family)
+    blocks_needed: int = MIN_CLEAN_BLOCKS  # clean blocks each action needed
 
     @property
     def regressions(self) -> list[ActionVerdict]:
@@ -362,6 +457,8 @@ class GateResult:
     def headline(self) -> str:
         """The verdict in one line, before any number."""
         rules = f"threshold {self.threshold:g}%, alpha {self.alpha:g}"
+        if self.tests > 1:
+            rules += f" over {self.tests} tests (Holm)"
         if self.max_failure_increase:
             rules += f", max failure increase {self.max_failure_increase:g} points"
         regs = self.regressions
@@ -410,6 +507,12 @@ class GateResult:
             "advice": self.advice(),
             "block_seconds": self.block_seconds,
             "task_runs": self.rounds,
+            "family": {
+                "tests": self.tests,
+                "correction": "holm",
+                "blocks_needed": self.blocks_needed,
+                "rule": family.describe(self.alpha, self.tests),
+            },
             "bounds": {**dataclasses.asdict(self.bounds), "rule": self.bounds.describe()},
             "interference": self.interference_summary(),
             "actions": [a.as_dict() for a in self.actions],

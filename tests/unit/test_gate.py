@@ -93,15 +93,26 @@ def test_a_slower_candidate_fails_naming_the_action_and_waits():
     assert res.actions[0].kind == "waits"
 
 
-def test_a_candidate_burning_twice_the_cpu_is_named_so():
-    res = judge(paired_run(scale=1.5, cpu_scale=2.0))
+def test_a_candidate_whose_added_time_is_server_cpu_burns_cpu():
+    # +26 ms per request, +25 ms of it the workers' CPU.
+    res = judge(paired_run(scale=1.5, cpu_scale=3.0))
     assert res.exit_code == 1
-    assert res.actions[0].kind == "burns CPU"
+    (v,) = res.actions
+    assert v.kind == "burns CPU"
+    assert v.kind_detail().startswith("burns CPU: +26.2 ms per request, of which +25.3 ms")
+
+
+def test_a_candidate_whose_added_time_is_half_cpu_burns_cpu_and_waits():
+    # +26 ms per request, +13 ms of it CPU: neither alone explains it.
+    res = judge(paired_run(scale=1.5, cpu_scale=2.0))
+    (v,) = res.actions
+    assert v.kind == "burns CPU and waits"
+    assert "of which +12.7 ms server CPU" in gate_report.format_text(res)
 
 
 def test_cpu_per_request_is_measured_when_requests_outlast_a_block():
     # A busy machine: a token takes 1.5 s (3 s on the candidate), blocks are 2 s.
-    res = judge(paired_run(n=40, scale=2.0, cpu_scale=2.0, median=1.5))
+    res = judge(paired_run(n=40, scale=2.0, cpu_scale=5.0, median=1.5))
     (v,) = res.actions
     with_cpu = [b for b in v.blocks if b.base_cpu and b.cand_cpu]
     assert len(with_cpu) == len(v.blocks) >= 8
