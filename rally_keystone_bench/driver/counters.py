@@ -104,25 +104,26 @@ def share_key(run_dirs: Sequence[Path]) -> None:
 
 def side_costs(
     records: Sequence[dict], workloads: Sequence[Any], prefix: str = ""
-) -> list[counters.RequestCost]:
-    """The traced requests that were timed as an atomic action of one of WORKLOADS.
+) -> list[tuple[Any, counters.RequestCost]]:
+    """The traced requests timed as an atomic action of one of WORKLOADS, each with its workload.
 
     PREFIX: the gate's side (``baseline.``), as its atomic action names carry it.
     """
     costs = counters.request_costs(records)
-    kept: list[counters.RequestCost] = []
+    kept: list[tuple[Any, counters.RequestCost]] = []
     for wl, group in zip(
         workloads, counters.split_by_windows(costs, windows(workloads)), strict=True
     ):
-        kept.extend(c for c in group if prefix + c.action in wl.actions)
+        kept.extend((wl, c) for c in group if prefix + c.action in wl.actions)
     return kept
 
 
-def load_saved(result: str) -> dict[str, counters.ActionCounters] | None:
+def load_saved(result: str) -> dict[int, dict[str, counters.ActionCounters]] | None:
     """The counters a run kept beside RESULT (its Rally JSON): ``STEM-summary/summary.json``.
 
-    Keyed ``action (workload N)``: workloads of one task differ in cost. None
-    when RESULT is not a file or its summary has no counters.
+    Per workload (its index in the task, from 0), action -> counters:
+    workloads of one task differ in cost. None when RESULT is not a file or
+    its summary has no counters.
     """
     path = Path(result)
     if not path.is_file():
@@ -134,10 +135,11 @@ def load_saved(result: str) -> dict[str, counters.ActionCounters] | None:
         doc = json.loads(summary.read_text())
     except (OSError, ValueError):
         return None
-    found: dict[str, counters.ActionCounters] = {}
-    for i, wl in enumerate(doc.get("workloads") or [], 1):
-        for name, saved in (wl.get("counters") or {}).items():
-            found[f"{name} (workload {i})"] = counters.ActionCounters.from_dict(saved)
+    found: dict[int, dict[str, counters.ActionCounters]] = {}
+    for i, wl in enumerate(doc.get("workloads") or []):
+        saved = wl.get("counters") or {}
+        if saved:
+            found[i] = {n: counters.ActionCounters.from_dict(c) for n, c in saved.items()}
     return found or None
 
 

@@ -19,13 +19,15 @@ from rally_keystone_bench.deploy import profiling, tracing
 from rally_keystone_bench.driver import counters as keystone_counters
 from rally_keystone_bench.driver.task import progress
 from rally_keystone_bench.verdicts import counters, profiles
+from rally_keystone_bench.verdicts.blocks import workload_label
 
 SIDES = ("baseline", "candidate")
 
 
 @dataclasses.dataclass
 class Evidence:
-    """Per side: traced request costs, collapsed stacks and the requests they cover."""
+    """Per side: traced request costs (with their workload's title), collapsed stacks and
+    the requests they cover."""
 
     records: dict[str, list] = dataclasses.field(
         default_factory=lambda: {side: [] for side in SIDES}
@@ -52,14 +54,48 @@ class Evidence:
                         self.requests[side][profiles.ANY] += a.count
         for side in SIDES:
             records = tracing.take_records(run_dirs[side])
-            self.records[side].extend(keystone_counters.side_costs(records, workloads, f"{side}."))
+            self.records[side].extend(
+                (workload_label(wl), cost)
+                for wl, cost in keystone_counters.side_costs(records, workloads, f"{side}.")
+            )
 
     def counter_changes(self, tolerance: int) -> list:
-        """Each paired action's SQL statements per request, baseline against candidate."""
+        """Per workload (a token path) and action: counts per request, baseline against candidate.
+
+        Never pooled across workloads: one path's added statement is not
+        outvoted by the paths that did not change.
+        """
         if not all(self.records.values()):
             return []
-        by_side = {side: counters.by_action(costs) for side, costs in self.records.items()}
-        return counters.compare(by_side["baseline"], by_side["candidate"], tolerance)
+        grouped: dict[str, dict[str, list]] = {side: {} for side in SIDES}
+        for side, kept in self.records.items():
+            for label, cost in kept:
+                grouped[side].setdefault(label, []).append(cost)
+        changes = []
+        for label in grouped["baseline"]:
+            if label not in grouped["candidate"]:
+                continue
+            before, after = (counters.by_action(grouped[side][label]) for side in SIDES)
+            changes.extend(counters.compare(before, after, tolerance, workload=label))
+        return changes
+
+    def traced(self) -> dict[str, dict[str, int]]:
+        """Side -> workload -> traced requests kept (each timed workload should have some)."""
+        out: dict[str, dict[str, int]] = {side: {} for side in SIDES}
+        for side, kept in self.records.items():
+            for label, _ in kept:
+                out[side][label] = out[side].get(label, 0) + 1
+        return out
+
+    def untraced(self, workloads: Sequence[str]) -> list[str]:
+        """A note for each timed workload a side has no traced request of (no counter verdict)."""
+        traced = self.traced()
+        return [
+            f"counters: no traced request of {label} on the {side}: its counts are not judged"
+            for label in dict.fromkeys(workloads)
+            for side in SIDES
+            if not traced[side].get(label)
+        ]
 
     def where_time_went(self) -> list:
         """The functions whose self time per request changed most (empty without profiles)."""

@@ -19,11 +19,11 @@ def format_changes(
     """Changed counters first, each a sentence; a finding where latency did not move."""
     latency_changed = latency_changed or {}
     lines = []
-    ordered = sorted(changes, key=lambda c: (not c.failed, not c.changed, c.action))
+    ordered = sorted(changes, key=lambda c: (not c.failed, not c.changed))
     for change in ordered:
         verdict = "COUNTER REGRESSION" if change.failed else "counter"
         lines.append(f"{verdict}: {change.sentence()}")
-        said = finding(change, latency_changed.get(change.action, False))
+        said = finding(change, latency_changed.get(change.key, False))
         if said:
             lines.append(f"    {said}")
     return lines
@@ -37,8 +37,8 @@ def add_to_junit(xml_text: str, changes: Sequence[CounterChange]) -> str:
         case = ET.SubElement(
             suite,
             "testcase",
-            classname="keystone counters",
-            name=f"{change.action}: SQL statements per request",
+            classname=f"keystone counters{': ' + change.workload if change.workload else ''}",
+            name=f"{change.action}: {change.counter} per request",
             time="0",
         )
         if change.failed:

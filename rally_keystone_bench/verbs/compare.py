@@ -32,7 +32,7 @@ def main(args: argparse.Namespace) -> int:
         cand_name=args.candidate,
         max_failure_increase=args.max_failure_increase,
     )
-    changes = counter_changes(args.base, args.candidate)
+    changes = counter_changes(args.base, args.candidate, base, cand)
     went = where_time_went(args.base, args.candidate, base, cand)
     text = compare_report.format_text(result)
     moved = latency_moved(result)
@@ -51,19 +51,29 @@ def main(args: argparse.Namespace) -> int:
     return result.exit_code
 
 
-def counter_changes(base: str, candidate: str) -> list:
-    """SQL statements per request of each action both runs traced (none: an empty list)."""
+def counter_changes(base: str, candidate: str, base_wl: list, cand_wl: list) -> list:
+    """Counts per request of each action of each workload both runs traced, per workload.
+
+    Workloads are paired as the latency verdicts pair them (same scenario,
+    arguments and runner); none traced: an empty list.
+    """
     before, after = keystone_counters.load_saved(base), keystone_counters.load_saved(candidate)
     if not before or not after:
         return []
-    return counters.compare(before, after)
+    index = {id(w): i for i, w in enumerate(base_wl)} | {id(w): i for i, w in enumerate(cand_wl)}
+    changes = []
+    for b, c in compare.pair_workloads(base_wl, cand_wl)[0]:
+        mine, theirs = before.get(index[id(b)]), after.get(index[id(c)])
+        if mine and theirs:
+            changes.extend(counters.compare(mine, theirs, workload=b.label()))
+    return changes
 
 
 def latency_moved(result: compare.CompareResult) -> dict[str, bool]:
-    """``action (workload N)`` -> whether its latency changed significantly (as counters key it)."""
+    """``workload: action`` -> whether its latency changed significantly (as counters key it)."""
     return {
-        f"{c.name} (workload {i})": bool(c.significant or c.regression)
-        for i, w in enumerate(result.workloads, 1)
+        f"{w.label}: {c.name}": bool(c.significant or c.regression)
+        for w in result.workloads
         for c in w.actions
     }
 

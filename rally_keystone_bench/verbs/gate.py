@@ -509,6 +509,8 @@ def main(args: argparse.Namespace) -> int:
                 break
             rally_task.progress(f"{result.headline()}; extending with another task run")
     assert result is not None
+    if getattr(args, "trace", "on") == "on":
+        result.notes.extend(evidence.untraced([a.workload for a in result.actions]))
     rc = write_reports(result, out_dir, evidence, getattr(args, "max_sql_increase", 0))
     line = " | ".join(f"{side}: {side_name(deps, commits, side)}" for side in SIDES)
     verb_options.record_history(args, "gate", out_dir, deps["candidate"], line=line)

@@ -279,7 +279,12 @@ def by_action(costs: Sequence[RequestCost]) -> dict[str, ActionCounters]:
 
 @dataclasses.dataclass(frozen=True)
 class CounterChange:
-    """One action's SQL statements per request, before and after."""
+    """One workload's count per request of one action, before and after.
+
+    COUNTER: "SQL statements" (by default), "LDAP operations" (both judged:
+    each is a round trip Keystone makes) or "cache gets" (shown, never a
+    failure: a get may replace a statement).
+    """
 
     action: str
     before: int
@@ -287,6 +292,13 @@ class CounterChange:
     shapes: tuple[tuple[str, float], ...]  # (label, change per request), largest first
     judged: bool  # both sides had enough traced requests
     tolerance: int = 0
+    workload: str = ""  # the token path: the workload's title; empty: pooled
+    counter: str = "SQL statements"
+
+    @property
+    def key(self) -> str:
+        """The workload and action: what latency verdicts are matched by."""
+        return f"{self.workload}: {self.action}" if self.workload else self.action
 
     @property
     def delta(self) -> int:
@@ -294,19 +306,23 @@ class CounterChange:
 
     @property
     def failed(self) -> bool:
-        return self.judged and self.delta > self.tolerance
+        return self.judged and self.counter in FAILING and self.delta > self.tolerance
 
     @property
     def changed(self) -> bool:
         return self.judged and abs(self.delta) > self.tolerance
 
     def sentence(self) -> str:
-        """``keystone.validate_token: 61 -> 62 SQL statements per request (+1: SELECT ...)``."""
-        head = f"{self.action}: {self.before} -> {self.after} SQL statements per request"
+        """``Validate ... (GET): keystone.validate_token 61 -> 62 SQL statements per request
+        (+1: SELECT ...)``; without a workload, ``keystone.validate_token: 61 -> 62 ...``."""
+        subject = f"{self.workload}: {self.action}" if self.workload else f"{self.action}:"
+        head = f"{subject} {self.before} -> {self.after} {self.counter} per request"
         if not self.judged:
             return f"{head} (too few traced requests to judge)"
         if not self.delta and not self.shapes:
             return f"{head} (unchanged)"
+        if not self.shapes:
+            return f"{head} ({self.delta:+d})"
         shown = self.shapes[:4]
         mixed = len({n > 0 for _, n in shown}) > 1  # some added, some gone: sign each
         listed = ", ".join(
@@ -317,33 +333,58 @@ class CounterChange:
         return f"{head} ({self.delta:+d}: {listed}{more})"
 
 
+SQL = "SQL statements"
+LDAP = "LDAP operations"
+CACHE = "cache gets"
+FAILING = (SQL, LDAP)
+
+
+def _sql_change(b: ActionCounters, a: ActionCounters, judged: bool, **kw: Any) -> CounterChange:
+    deltas: dict[str, float] = collections.defaultdict(float)
+    for s in set(b.shape_counts) | set(a.shape_counts):
+        diff = a.shape_counts.get(s, 0.0) - b.shape_counts.get(s, 0.0)
+        if diff:
+            deltas[a.labels.get(s) or b.labels.get(s) or label(s)] += diff
+    shapes = tuple(
+        sorted(((k, v) for k, v in deltas.items() if v), key=lambda kv: (-abs(kv[1]), kv[0]))
+    )
+    return CounterChange(b.action, b.sql_median, a.sql_median, shapes, judged, **kw)
+
+
 def compare(
     before: Mapping[str, ActionCounters],
     after: Mapping[str, ActionCounters],
     tolerance: int = 0,
+    workload: str = "",
 ) -> list[CounterChange]:
-    """Each action both sides traced: its median count before and after, what changed."""
+    """Each action both sides traced: its median counts before and after, what changed.
+
+    SQL statements always; LDAP operations and cache gets where both sides
+    traced any. WORKLOAD names the token path the counts are of.
+    """
     changes = []
-    for action in sorted(set(before) & set(after)):
-        b, a = before[action], after[action]
+    for key in sorted(set(before) & set(after)):
+        b, a = before[key], after[key]
         judged = b.requests >= MIN_REQUESTS and a.requests >= MIN_REQUESTS
-        deltas: dict[str, float] = collections.defaultdict(float)
-        for s in set(b.shape_counts) | set(a.shape_counts):
-            diff = a.shape_counts.get(s, 0.0) - b.shape_counts.get(s, 0.0)
-            if diff:
-                deltas[a.labels.get(s) or b.labels.get(s) or label(s)] += diff
-        shapes = tuple(
-            sorted(((k, v) for k, v in deltas.items() if v), key=lambda kv: (-abs(kv[1]), kv[0]))
-        )
-        changes.append(CounterChange(action, b.sql_median, a.sql_median, shapes, judged, tolerance))
+        changes.append(_sql_change(b, a, judged, tolerance=tolerance, workload=workload))
+        if b.ldap_median is not None and a.ldap_median is not None:
+            changes.append(
+                CounterChange(b.action, b.ldap_median, a.ldap_median, (), judged,
+                              workload=workload, counter=LDAP)
+            )  # fmt: skip
+        if b.cache_gets_median is not None and a.cache_gets_median is not None:
+            changes.append(
+                CounterChange(b.action, b.cache_gets_median, a.cache_gets_median, (), judged,
+                              workload=workload, counter=CACHE)
+            )  # fmt: skip
     return changes
 
 
 def finding(change: CounterChange, latency_changed: bool) -> str | None:
     """What to say of a counter change the latency verdict did not see, or None."""
-    if change.changed and change.delta > 0 and not latency_changed:
+    if change.changed and change.delta > 0 and not latency_changed and change.counter == SQL:
         return (
-            f"finding: {change.action} does {change.delta} more SQL statement(s) per request "
+            f"finding: {change.key} does {change.delta} more SQL statement(s) per request "
             "with no latency change measured here; the cost grows with the tables and the load"
         )
     return None

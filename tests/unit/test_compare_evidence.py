@@ -17,6 +17,8 @@ FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 POST = "application (keystone_bench_wsgi.py:69);AuthTokenResource.post (keystone/api/auth.py:450)"
 ISSUE = "Manager.issue_token (keystone/token/provider.py:283)"
 HASH = "check_password (keystone/common/password_hashing.py:90)"
+# The recorded report's first workload, as compare names it.
+FIRST = "KeystoneTokens.authenticate(method=token, scope=project) constant(concurrency=1, times=60)"
 
 
 def _side(root: Path, sql: int, issue_samples: int, profile: bool = True) -> str:
@@ -47,9 +49,10 @@ def test_a_counter_rise_comes_first_and_the_profile_names_the_added_time(tmp_pat
     cand = _side(tmp_path / "b", sql=10, issue_samples=1010)
     assert cli.main(["compare", base, cand]) == 1
     out = capsys.readouterr().out.splitlines()
-    assert out[0].startswith("COUNTER REGRESSION: keystone.issue_token (workload 1): 9 -> 10")
+    # per workload: the token path is named before the action
+    assert out[0].startswith(f"COUNTER REGRESSION: {FIRST}: keystone.issue_token 9 -> 10 SQL")
     # same report both sides: no latency change, so the rise is a finding
-    assert out[1].strip().startswith("finding: keystone.issue_token (workload 1)")
+    assert out[1].strip().startswith(f"finding: {FIRST}: keystone.issue_token does 1 more")
     at = out.index("where the time went (py-spy, self time per request, candidate - base):")
     top = out[at + 1].strip()
     # 1000 more samples at 100/s over the report's 356 issues (60+200+60+36): +28.1 ms each
@@ -66,6 +69,6 @@ def test_no_profile_on_one_side_no_profile_lines(tmp_path, capsys):
     out = capsys.readouterr().out
     assert "where the time went" not in out
     assert (
-        "counter: keystone.issue_token (workload 1): 9 -> 9 SQL statements per request (unchanged)"
+        f"counter: {FIRST}: keystone.issue_token 9 -> 9 SQL statements per request (unchanged)"
         in out
     )
