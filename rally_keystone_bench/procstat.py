@@ -9,8 +9,13 @@ CPU time (in clock ticks) of:
 - the load generator: every other descendant of this process (rally and
   its workers);
 - this process itself (the gate and the sampler);
+- the machine's shared services a deployment may use (a PostgreSQL or
+  MariaDB server, memcached, slapd, HAProxy, nginx, Apache, and a web
+  server's Keystone workers started elsewhere), not started by this
+  process: ``deployment``, the work the load itself causes;
 - everything else on the machine ("other": busy time of /proc/stat minus
-  all of the above), and the steal time.
+  all of the above), and the steal time;
+- the 1-minute load average at each sample.
 
 Intervals are grouped into blocks afterwards, by :mod:`verdicts.cpu`.
 """
@@ -24,8 +29,15 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 
 from rally_keystone_bench.verdicts.cpu import GENERATOR, Interval, Request
+from rally_keystone_bench.verdicts.machine import DEPLOYMENT
 
 SELF = "self"
+# Processes (their /proc comm) of the services a deployment may share with the machine,
+# and of a Keystone started elsewhere on it (an existing cloud on this host).
+SERVICES = frozenset(
+    {"postgres", "mariadbd", "mysqld", "memcached", "slapd", "haproxy", "nginx", "apache2",
+     "httpd", "uwsgi", "gunicorn"}
+)  # fmt: skip
 
 
 def read_machine(path: str = "/proc/stat") -> tuple[int, int]:
@@ -39,8 +51,13 @@ def read_machine(path: str = "/proc/stat") -> tuple[int, int]:
     return user + nice + system + irq + softirq, steal
 
 
-def read_processes(proc: str = "/proc") -> dict[int, tuple[int, int, int]]:
-    """pid -> (ppid, start time, utime + stime ticks) of every live process."""
+def read_processes(
+    proc: str = "/proc", names: dict[int, str] | None = None
+) -> dict[int, tuple[int, int, int]]:
+    """pid -> (ppid, start time, utime + stime ticks) of every live process.
+
+    NAMES, when given, is filled with each pid's command name (its comm).
+    """
     out: dict[int, tuple[int, int, int]] = {}
     for entry in os.scandir(proc):
         if not entry.name.isdigit():
@@ -50,10 +67,22 @@ def read_processes(proc: str = "/proc") -> dict[int, tuple[int, int, int]]:
                 text = f.read()
         except OSError:
             continue
-        fields = text.rsplit(")", 1)[1].split()
+        head, _, rest = text.rpartition(")")
+        fields = rest.split()
         # fields[0] is the state (field 3 of stat); ppid is field 4.
         out[int(entry.name)] = (int(fields[1]), int(fields[19]), int(fields[11]) + int(fields[12]))
+        if names is not None:
+            names[int(entry.name)] = head.partition("(")[2]
     return out
+
+
+def read_load_average(path: str = "/proc/loadavg") -> float | None:
+    """The 1-minute load average, or None where /proc has none."""
+    try:
+        with open(path) as f:
+            return float(f.read().split()[0])
+    except (OSError, ValueError, IndexError):
+        return None
 
 
 def descendants(root: int, procs: Mapping[int, tuple[int, int, int]]) -> set[int]:
@@ -91,12 +120,17 @@ class Sampler(threading.Thread):
         self._me = os.getpid()
         self._last: tuple[float, int, int, dict[int, tuple[str, int, int]]] | None = None
         self.started_at: float | None = None
+        self.load_averages: list[float] = []
 
     def _snapshot(self) -> tuple[float, int, int, dict[int, tuple[str, int, int]]]:
         now = time.time()
         busy, steal = read_machine()
-        procs = read_processes()
-        owner: dict[int, str] = {}
+        names: dict[int, str] = {}
+        procs = read_processes(names=names)
+        load = read_load_average()
+        if load is not None:
+            self.load_averages.append(load)
+        owner: dict[int, str] = {pid: DEPLOYMENT for pid, n in names.items() if n in SERVICES}
         for pid in descendants(self._me, procs):
             owner[pid] = GENERATOR
         owner[self._me] = SELF

@@ -69,8 +69,9 @@ def gather(outcome: Any, keystone_dir: Path | None, profile: Path | None = None)
         label = f"{stem} ({outcome.interrupted}: what ran)" if outcome.interrupted else stem
         state = {"db_connections_checked_out": outcome.checked_out} if traced else None
         write_summary(
-            outcome.workloads, outcome.summary.parent, label, outcome.counters, flame, state
-        )
+            outcome.workloads, outcome.summary.parent, label, outcome.counters, flame, state,
+            getattr(outcome, "machine", None),
+        )  # fmt: skip
 
 
 def server_pids(keystone_dir: Path | None) -> list[int]:

@@ -30,6 +30,7 @@ from typing import Any
 
 from rally_keystone_bench import shipped
 from rally_keystone_bench.boundary import mask_urls
+from rally_keystone_bench.driver import machine as machine_record
 from rally_keystone_bench.driver.rally import (
     PRIVATE_UMASK,
     UUID_RE,
@@ -449,6 +450,8 @@ class TaskOutcome:
     contexts_failed: bool = False  # a context's cleanup said something was left behind
     counters: list = dataclasses.field(default_factory=list)  # per workload: Keystone's costs
     checked_out: int | None = None  # Keystone's DB connections checked out after the load
+    sampler: Any = None  # procstat.Sampler of the task (driver/machine.py)
+    machine: Any = None  # verdicts.machine.MachineState of its load windows
 
     @property
     def interrupted(self) -> str | None:
@@ -517,16 +520,43 @@ def write_reports(home: RallyHome, outcome: TaskOutcome, out_dir: Path) -> None:
         outcome.workloads = results.load(json_path)
         if outcome.workloads:
             label = f"{stem} ({outcome.interrupted}: what ran)" if outcome.interrupted else stem
-            outcome.summary = write_summary(outcome.workloads, out_dir / f"{stem}-summary", label)
+            outcome.machine = machine_record.state_of(outcome.sampler, outcome.workloads)
+            outcome.summary = write_summary(
+                outcome.workloads, out_dir / f"{stem}-summary", label, machine=outcome.machine
+            )
 
 
 def run_task(
-    home: RallyHome, env: str, task_file: Path, task_args: dict[str, Any], out_dir: Path
+    home: RallyHome,
+    env: str,
+    task_file: Path,
+    task_args: dict[str, Any],
+    out_dir: Path,
+    trees: dict[str, list[int]] | None = None,
+    interval: float = 1.0,
 ) -> TaskOutcome:
-    """Start TASK_FILE and write its reports into OUT_DIR, even when it fails half-way."""
+    """Start TASK_FILE and write its reports into OUT_DIR, even when it fails half-way.
+
+    /proc is sampled every INTERVAL seconds meanwhile (TREES: name -> root
+    pids of the processes to tell apart): the machine's record of the run.
+    """
     out_dir.mkdir(parents=True, exist_ok=True)
     outcome = TaskOutcome(task_file, None, -1)
     log_path = out_dir / f"{task_file.stem}.rally.log"
+    with machine_record.sampled(trees, interval) as outcome.sampler:
+        _run_and_report(home, env, task_file, task_args, out_dir, outcome, log_path)
+    return outcome
+
+
+def _run_and_report(
+    home: RallyHome,
+    env: str,
+    task_file: Path,
+    task_args: dict[str, Any],
+    out_dir: Path,
+    outcome: TaskOutcome,
+    log_path: Path,
+) -> None:
     try:
         run = start_task(home, env, task_file, task_args, log_path)
         describe_run(outcome, run, log_path)
@@ -541,7 +571,6 @@ def run_task(
         raise
     finally:
         write_reports(home, outcome, out_dir)
-    return outcome
 
 
 # What our contexts' cleanup says when it could not delete everything (_base.py).

@@ -9,7 +9,12 @@ import os
 from rally_keystone_bench.errors import BenchError
 from rally_keystone_bench.report import junit
 from rally_keystone_bench.report.render import environment
-from rally_keystone_bench.verdicts.compare import CompareResult, Comparison
+from rally_keystone_bench.verdicts.compare import (
+    ADVICE,
+    MIN_THROUGHPUT_SLICES,
+    CompareResult,
+    Comparison,
+)
 from rally_keystone_bench.verdicts.failures import p_text
 
 
@@ -26,8 +31,12 @@ def _numbers(c: Comparison) -> str:
         med = f"median {c.base_median:.1f} -> {c.cand_median:.1f} it/s"
     if not math.isfinite(c.ratio):
         return f"{med}, n {c.n_base}/{c.n_cand}"
-    ci = f"[{c.ci_low:.2f}, {c.ci_high:.2f}]" if math.isfinite(c.ci_low) else ""
+    ci = f"[{c.ci_low:.2f}, {c.ci_high:.2f}]" if c.has_interval else ""
+    if c.kind != "latency" and not c.has_interval:
+        ci = f"(no interval: {c.n_base}/{c.n_cand} slices, {MIN_THROUGHPUT_SLICES} needed)"
     p = p_text(c.p_value)
+    if math.isfinite(c.p_adjusted) and c.tests > 1:
+        p += f" ({p_text(c.p_adjusted)} after Holm over {c.tests})"
     ok = ""
     if c.base_success is not None and c.cand_success is not None:
         ok = f", success {c.base_success:.1f}% -> {c.cand_success:.1f}%"
@@ -36,7 +45,10 @@ def _numbers(c: Comparison) -> str:
 
 def format_text(result: CompareResult) -> str:
     """The verdict first, then a line per action: its verdict, then the numbers."""
-    lines = [result.headline(), f"base: {result.base}", f"candidate: {result.candidate}"]
+    lines = [result.headline()]
+    if result.inconclusive:
+        lines.append(f"advice: {ADVICE}")
+    lines += [f"base: {result.base}", f"candidate: {result.candidate}", *result.machine_lines()]
     for w in result.workloads:
         lines.append("")
         lines.append(w.label)

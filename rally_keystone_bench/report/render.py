@@ -283,11 +283,13 @@ def build_summary(
     source: str,
     counters: Sequence[Mapping] | None = None,
     keystone: Mapping[str, Any] | None = None,
+    machine: Any = None,
 ) -> dict[str, Any]:
     """The content of summary.json; COUNTERS: per workload, action -> counters.as_dict().
 
     KEYSTONE: what the traced Keystone said of the whole load
-    (``db_connections_checked_out`` when it ended).
+    (``db_connections_checked_out`` when it ended). MACHINE: how busy the
+    machine was during the load (verdicts.machine.MachineState), when sampled.
     """
     summary = {
         "generated_by": f"{pkg} report",
@@ -301,6 +303,8 @@ def build_summary(
         entry["counters"] = {name: _with_top(c) for name, c in found.items()}
     if keystone:
         summary["keystone"] = dict(keystone)
+    if machine is not None:
+        summary["machine"] = machine.as_dict()
     return summary
 
 
@@ -379,11 +383,12 @@ def render_files(
     counters: Sequence[Mapping] | None = None,
     flame_svg: str | None = None,
     keystone: Mapping[str, Any] | None = None,
+    machine: Any = None,
 ) -> dict[str, str]:
     """{"summary.html": ..., "summary.json": ...} for these workloads."""
     if not workloads:
         raise BenchError(f"{source}: the report holds no workload")
-    summary = build_summary(workloads, source, counters, keystone)
+    summary = build_summary(workloads, source, counters, keystone, machine)
     return {
         "summary.html": render_html(workloads, summary, flame_svg),
         "summary.json": json.dumps(summary, indent=2, default=_json_default) + "\n",
@@ -397,9 +402,10 @@ def write_summary(
     counters: Sequence[Mapping] | None = None,
     flame_svg: str | None = None,
     keystone: Mapping[str, Any] | None = None,
+    machine: Any = None,
 ) -> Path:
     """Write summary.html and summary.json into ``out_dir``; return the HTML's path."""
-    files = render_files(workloads, source, counters, flame_svg, keystone)
+    files = render_files(workloads, source, counters, flame_svg, keystone, machine)
     out = Path(out_dir)
     try:
         out.mkdir(parents=True, exist_ok=True)

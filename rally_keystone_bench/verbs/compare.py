@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import argparse
+import json
 from pathlib import Path
 
 from rally_keystone_bench import boundary
 from rally_keystone_bench.deploy import profiling
 from rally_keystone_bench.driver import counters as keystone_counters
+from rally_keystone_bench.driver import machine as machine_record
 from rally_keystone_bench.driver import reports
 from rally_keystone_bench.report import compare as compare_report
 from rally_keystone_bench.report import counters as report_counters
@@ -31,7 +33,11 @@ def main(args: argparse.Namespace) -> int:
         base_name=args.base,
         cand_name=args.candidate,
         max_failure_increase=args.max_failure_increase,
-    )
+        machines={"base": machine_record.load_saved(args.base),
+                  "candidate": machine_record.load_saved(args.candidate)},
+        deployments={"base": deployment_of(args.base),
+                     "candidate": deployment_of(args.candidate)},
+    )  # fmt: skip
     changes = counter_changes(args.base, args.candidate, base, cand)
     went = where_time_went(args.base, args.candidate, base, cand)
     text = compare_report.format_text(result)
@@ -46,9 +52,23 @@ def main(args: argparse.Namespace) -> int:
         compare_report.write_junit(result, args.junit)
         if changes:
             report_counters.add_to_junit_file(Path(args.junit), changes)
+    if result.inconclusive:
+        return result.exit_code  # a busy machine or another deployment: never a conviction
     if any(c.failed for c in changes):
         return 1
     return result.exit_code
+
+
+def deployment_of(result: str) -> str | None:
+    """The deployment line ``run`` kept beside RESULT (deployment.json), or None."""
+    if not Path(result).is_file():
+        return None  # a task in Rally's database: no run directory beside it
+    try:
+        doc = json.loads((Path(result).parent / "deployment.json").read_text())
+    except (OSError, ValueError):
+        return None
+    found = doc.get("deployment") if isinstance(doc, dict) else None
+    return str(found) if found else None
 
 
 def counter_changes(base: str, candidate: str, base_wl: list, cand_wl: list) -> list:

@@ -276,18 +276,13 @@ def ldap_target(ks: LocalKeystone, stack: contextlib.ExitStack) -> Path:
 
 
 def measure(home: Any, env: str, task: Path, task_args: dict, dest: Path, trees: dict) -> TaskRun:
-    """One ``rally task start`` with the /proc sampler running beside it."""
-    sampler = procstat.Sampler(trees, SAMPLE_SECONDS)
-    sampler.start()
-    try:
-        outcome = rally_task.run_task(home, env, task, task_args, dest)
-    finally:
-        sampler.stop()
+    """One ``rally task start``, /proc sampled beside it every SAMPLE_SECONDS (TREES: the sides)."""
+    outcome = rally_task.run_task(home, env, task, task_args, dest, trees, SAMPLE_SECONDS)
     if not outcome.workloads:
         raise BenchError(
             f"rally task start exited {outcome.rally_exit} without results; see {dest}"
         )
-    return TaskRun(outcome.workloads, sampler.intervals)
+    return TaskRun(outcome.workloads, outcome.sampler.intervals)
 
 
 def side_name(deps: dict[str, Deployment], commits: dict[str, str], side: str) -> str:

@@ -17,6 +17,7 @@ from typing import Any
 from rally_keystone_bench.deploy import profiling
 from rally_keystone_bench.deploy.deployment import Deployment
 from rally_keystone_bench.driver import counters as keystone_counters
+from rally_keystone_bench.driver import machine as machine_record
 from rally_keystone_bench.driver import rally as rallyenv
 from rally_keystone_bench.driver import targets
 from rally_keystone_bench.driver import task as rally_task
@@ -255,8 +256,11 @@ def _run_tasks(
             pids = keystone_counters.server_pids(env.keystone_dir) if profile else []
             profile = out_dir / f"{task_file.stem}-profile.txt"
             try:
+                trees = machine_record.deployment_trees(env.keystone_dir)
                 with profiling.profiled(pids, profile, rally_task.progress) as prof:
-                    outcome = rally_task.run_task(env.home, env.name, task_file, task_args, out_dir)
+                    outcome = rally_task.run_task(
+                        env.home, env.name, task_file, task_args, out_dir, trees
+                    )
             except Interrupted as exc:
                 if exc.outcome:  # the counters gathered so far are kept too
                     keystone_counters.gather(exc.outcome, env.keystone_dir)
@@ -285,6 +289,10 @@ def summarize_outcomes(outcomes: Sequence[TaskOutcome], out_dir: Path) -> int:
             leak = "" if o.checked_out == 0 else " (a request kept its connection: a leak)"
             said = f"Keystone DB connections checked out when the load ended: {o.checked_out}"
             print(f"    {said}{leak}")
+        if o.machine is not None:
+            why = o.machine.disturbed()
+            state = f"DISTURBED ({why}): " if why else ""
+            print(f"    machine during the load: {state}{o.machine.sentence()}")
         if o.interrupted:
             print(f"    {o.interrupted}: the reports hold what ran until then")
         if o.uuid is None or not o.workloads or o.rally_exit < 0:  # < 0: Rally was killed

@@ -26,11 +26,19 @@ from typing import Any
 import numpy as np
 
 from rally_keystone_bench.errors import BenchError
-from rally_keystone_bench.verdicts import failures, stats
+from rally_keystone_bench.verdicts import failures, family, machine, stats
 from rally_keystone_bench.verdicts.results import TOTAL, ActionSamples, Workload, redact
 
 MIN_SAMPLES = 5
 THROUGHPUT = "throughput"
+# Throughput is compared on per-slice rates; with fewer slices a side, the
+# bootstrap interval of a ratio of medians is too coarse to print.
+MIN_THROUGHPUT_SLICES = 10
+EXIT_INCONCLUSIVE = 3
+ADVICE = (
+    "for a verdict on a change, run keystone-bench gate (both sides paired on the same "
+    "seconds), or run both again on a quiet machine with the same deployment"
+)
 
 
 @dataclasses.dataclass
@@ -64,9 +72,23 @@ class Comparison:
     failure_p_value: float | None = None
     failure_verdict: str = ""
     failure_regression: bool = False
+    p_adjusted: float = math.nan  # Holm over the compare's latency tests
+    tests: int = 1
+
+    @property
+    def has_interval(self) -> bool:
+        """An interval worth printing: finite, holding the estimate, from enough samples."""
+        if not (math.isfinite(self.ci_low) and math.isfinite(self.ci_high)):
+            return False
+        if self.kind == THROUGHPUT and min(self.n_base, self.n_cand) < MIN_THROUGHPUT_SLICES:
+            return False
+        return self.ci_low <= self.ratio <= self.ci_high
 
     def as_dict(self) -> dict[str, Any]:
-        return {k: _finite(v) for k, v in dataclasses.asdict(self).items()}
+        doc = {k: _finite(v) for k, v in dataclasses.asdict(self).items()}
+        if not self.has_interval:
+            doc["ci_low"] = doc["ci_high"] = None
+        return doc
 
 
 @dataclasses.dataclass
@@ -97,6 +119,10 @@ class CompareResult:
     only_in_base: list[str] = dataclasses.field(default_factory=list)
     only_in_candidate: list[str] = dataclasses.field(default_factory=list)
     max_failure_increase: float = 0.0  # percentage points
+    tests: int = 1  # latency tests in the family (Holm)
+    machines: dict[str, machine.MachineState | None] = dataclasses.field(default_factory=dict)
+    deployments: dict[str, str | None] = dataclasses.field(default_factory=dict)
+    inconclusive: str | None = None  # why no verdict can be drawn from these two runs
 
     @property
     def regressions(self) -> list[tuple[WorkloadComparison, Comparison]]:
@@ -104,7 +130,22 @@ class CompareResult:
 
     @property
     def exit_code(self) -> int:
+        if self.inconclusive:
+            return EXIT_INCONCLUSIVE
         return 1 if self.regressions else 0
+
+    def machine_lines(self) -> list[str]:
+        """Each run's machine during its load, or that it is unknown."""
+        lines = []
+        for side in ("base", "candidate"):
+            state = self.machines.get(side)
+            if state is None:
+                lines.append(f"{side} machine: unknown (no record: a report of plain rally)")
+                continue
+            why = state.disturbed()
+            lines.append(f"{side} machine: {'DISTURBED, ' + why + '; ' if why else ''}"
+                         f"{state.sentence()}")  # fmt: skip
+        return lines
 
     def headline(self) -> str:
         """The verdict in one line, before any number; a drop in success comes first."""
@@ -112,6 +153,13 @@ class CompareResult:
             f"threshold {self.threshold:g}%, alpha {self.alpha:g}, "
             f"max failure increase {self.max_failure_increase:g} points"
         )
+        if self.tests > 1:
+            rules += f", Holm over {self.tests} tests"
+        if self.inconclusive:
+            seen = f"; {len(self.regressions)} action(s) would be judged slower or failing" * bool(
+                self.regressions
+            )
+            return f"INCONCLUSIVE ({rules}): {self.inconclusive}{seen}"
         regs = self.regressions
         total = sum(len(x.actions) for x in self.workloads)
         # The whole iteration's failures say most; then each action's, in order.
@@ -149,7 +197,13 @@ class CompareResult:
             ],
             "only_in_base": self.only_in_base,
             "only_in_candidate": self.only_in_candidate,
-        }
+            "inconclusive": self.inconclusive,
+            "advice": ADVICE if self.inconclusive else None,
+            "family": {"tests": self.tests, "correction": "holm",
+                       "rule": family.describe(self.alpha, self.tests)},
+            "machines": {side: (m.as_dict() if m else None) for side, m in self.machines.items()},
+            "deployments": self.deployments,
+        }  # fmt: skip
 
 
 def verdict_fields(v: Any) -> dict[str, Any]:
@@ -376,11 +430,17 @@ def compare_workloads(
     base_name: str = "base",
     cand_name: str = "candidate",
     max_failure_increase: float = 0.0,
+    machines: Mapping[str, machine.MachineState | None] | None = None,
+    deployments: Mapping[str, str | None] | None = None,
 ) -> CompareResult:
     """Compare every shared workload; BenchError when none is shared.
 
     A candidate without any workload ran nothing: each of the base's
-    workloads is compared with no iteration, a regression.
+    workloads is compared with no iteration, a regression. The latency
+    tests are Holm-corrected together (:func:`apply_family`). MACHINES
+    (side -> its run's record) and DEPLOYMENTS (side -> its deployment's
+    line) make the result inconclusive when a run was disturbed or the
+    deployments differ: two unpaired runs cannot carry a verdict then.
     """
     if base and not cand:
         pairs, only_b, only_c = [(b, _nothing_ran(b)) for b in base], [], []
@@ -391,7 +451,7 @@ def compare_workloads(
             f"{cand_name} shares no workload with {base_name} "
             "(same scenario, arguments and runner needed)"
         )
-    return CompareResult(
+    result = CompareResult(
         base=base_name,
         candidate=cand_name,
         threshold=threshold,
@@ -403,7 +463,41 @@ def compare_workloads(
         only_in_base=[w.label() for w in only_b],
         only_in_candidate=[w.label() for w in only_c],
         max_failure_increase=max_failure_increase,
+        machines=dict(machines or {}),
+        deployments=dict(deployments or {}),
     )
+    result.tests = apply_family([c for w in result.workloads for c in w.actions], alpha, threshold)
+    result.inconclusive = why_inconclusive(result.machines, result.deployments)
+    return result
+
+
+def apply_family(comps: Sequence[Comparison], alpha: float, threshold: float) -> int:
+    """Decide the latency of COMPS on Holm-adjusted p-values; returns the family's size.
+
+    A failure verdict stays as judged (:func:`judge_success`) and still leads.
+    """
+    tested = [c for c in comps if c.kind == "latency" and math.isfinite(c.p_value)]
+    for c, p_adj in zip(tested, family.holm([c.p_value for c in tested]), strict=True):
+        c.p_adjusted, c.tests = p_adj, len(tested)
+        c.significant = p_adj < alpha
+        text = stats.verdict(c.ratio, p_adj, alpha, threshold, "slower", "faster")
+        c.verdict = f"{c.failure_verdict}; {text}" if c.failure_verdict else text
+        slower = c.significant and c.ratio > 1.0 and stats.change_percent(c.ratio) > threshold
+        c.regression = bool(slower or c.failure_regression)
+    return len(tested)
+
+
+def why_inconclusive(
+    machines: Mapping[str, machine.MachineState | None], deployments: Mapping[str, str | None]
+) -> str | None:
+    """Why two unpaired runs cannot carry a verdict: a disturbed machine, another deployment."""
+    why = machine.compare_states(machines.get("base"), machines.get("candidate"))
+    if why:
+        return why
+    base, cand = deployments.get("base"), deployments.get("candidate")
+    if base and cand and base != cand:
+        return f"the runs differ in deployment ({base} | {cand})"
+    return None
 
 
 def p_text(p: float) -> str:
