@@ -23,7 +23,7 @@ def _numbers(j: Judgement) -> str:
     if not math.isfinite(j.ratio):
         return ""
     p = f"Wilcoxon {_p(j.p_value)}"
-    if math.isfinite(j.p_adjusted):
+    if math.isfinite(j.p_adjusted) and j.tests > 1:
         p += f" ({_p(j.p_adjusted)} after Holm over {j.tests})"
     return (
         f"median {ms_or_na(j.base)} -> {ms_or_na(j.cand)}, block ratio {j.ratio:.3f} "
