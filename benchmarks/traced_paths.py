@@ -7,8 +7,9 @@ One local Keystone as the default gate runs each side: SQLite, memcached,
 (totp added), tracing on. The paired scenario's own client code
 (``KeystoneTokens.paired``: one client per purpose, the path's setup before
 the timer) sends each workload's timed requests one after another for
-SECONDS (18, as each workload of the gate's default task): issue by password, rescope, application credential, trust and
-password + TOTP, then validate a password and a trust-scoped token. It
+SECONDS (18, as each workload of the gate's default task): issue by
+password, rescope, application credential, trust and password + TOTP, then
+validate a password and a trust-scoped token. It
 prints, per workload, the requests it timed, those the trace store holds
 for that workload (every timed request, nothing else), and their SQL
 statements per request (lower median, and max); then, pooled per action

@@ -92,9 +92,7 @@ def test_only_timed_requests_are_signed(monkeypatch):
         client.validate(timed[0].token, timer=contextlib.nullcontext)
         client.validate(timed[1].token, timer=contextlib.nullcontext)
         assert source is not None
-        signed = [
-            (r["method"], tracing.X_TRACE_HMAC in r["headers"]) for r in server.requests
-        ]
+        signed = [(r["method"], tracing.X_TRACE_HMAC in r["headers"]) for r in server.requests]
     assert signed == [
         ("POST", False),
         ("POST", False),
