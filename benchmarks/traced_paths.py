@@ -1,6 +1,6 @@
 """Which of the default gate's requests are traced, and their SQL counts per token path.
 
-    python benchmarks/traced_paths.py [--seconds 18] [--fixture PATH]
+    python benchmarks/traced_paths.py [--seconds 18]
 
 One local Keystone as the default gate runs each side: SQLite, memcached,
 2 uWSGI workers, Keystone's bcrypt rounds, the gate's ``[auth] methods``
@@ -15,17 +15,12 @@ for that workload (every timed request, nothing else), and their SQL
 statements per request (lower median, and max); then, pooled per action
 as the gate judged before it kept workloads apart, the lower median over
 every workload of the action.
-
---fixture PATH writes the trace records (cache points left out) and each
-workload's iteration starts and durations (``PATH.workloads.json``), as
-tests/unit/test_counters_workloads.py reads them.
 """
 
 from __future__ import annotations
 
 import argparse
 import contextlib
-import json
 import os
 import statistics
 import sys
@@ -82,7 +77,6 @@ def _timed(title: str, action: str, send, seconds: float) -> dict:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seconds", type=float, default=18.0, help="per workload (default 18)")
-    parser.add_argument("--fixture", type=Path, help="write the records and workloads here")
     args = parser.parse_args()
     print(f"machine: {_machine.describe()}")
     print(f"load average before: {os.getloadavg()[0]:.2f} (other jobs may be running)")
@@ -109,10 +103,6 @@ def main() -> int:
         )
     for action, sql in pooled.items():
         print(f"pooled over its workloads: {action} lower median {statistics.median_low(sql)}")
-    if args.fixture:
-        kept = [r for r in records if not str(r.get("name")).startswith("cache-")]
-        args.fixture.write_text("".join(json.dumps(r) + "\n" for r in kept))
-        args.fixture.with_suffix(".workloads.json").write_text(json.dumps(spans, indent=1) + "\n")
     return 0
 
 

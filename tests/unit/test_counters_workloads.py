@@ -1,13 +1,15 @@
 """SQL counts per workload (token path) from recorded traces of the gate's paired paths.
 
 The fixture (tests/fixtures/traces/keystone-30.0.0-memcached-paths.*) is the
-trace store of one Keystone 30.0.0 (SQLite, memcached, 2 uWSGI workers, the
-gate's [auth] methods) that the paired scenario's own client code sent timed
-requests to: 4 password issues, 16 rescopes (a rescope is about 20x faster
-than a password issue, so a timed workload holds that many more), 4 each by
-application credential, trust and password + TOTP, 8 password-token and 4
-trust-token validations; cache points left out to keep it small. Its
-``.workloads.json`` is each workload's iteration starts and durations.
+trace store of one Keystone 30.0.0 (SQLite, memcached, 2 uWSGI workers, 4
+bcrypt rounds, the gate's [auth] methods) that the paired scenario's own
+client code (as benchmarks/traced_paths.py sends it) sent timed requests to
+on 2026-11-29, each path after one untimed warm-up: 4 password issues, 16
+rescopes (18 s per path held 158 rescopes to 11 password issues in
+traced_paths.py's run, as in doc/source/counters.rst), 4 each by application credential, trust and
+password + TOTP, 8 password-token and 4 trust-token validations; cache
+points left out to keep it small. Its ``.workloads.json`` is each
+workload's iteration starts and durations.
 """
 
 from __future__ import annotations
