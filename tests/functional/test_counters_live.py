@@ -243,14 +243,14 @@ def test_the_150_ms_tree_names_the_sleep_under_the_issue_handler(tmp_path):
     )  # fmt: skip
     lines = proc.stdout.splitlines()
     at = lines.index("where the time went (py-spy, self time per request, candidate - baseline):")
-    top = lines[at + 1]
+    top, block = lines[at + 1], "\n".join(lines[at : at + 6])
     assert top.strip().startswith(
         "keystone.issue_token: keystone/token/provider.py:Manager.issue_token"
-    ), top
+    ), block
     assert "under keystone/api/auth.py:AuthTokenResource.post" in top
     # the line its samples were taken at, and the call made there, read from the tree
     line = _sleep_line(tree)
-    assert f" line {line} (" in top and "%: _gate_noise_time.sleep(0.15))" in top, top
+    assert f" line {line} (" in top and "%: _gate_noise_time.sleep(0.15))" in top, block
     added = float(top.split(" ms per request")[0].rsplit(" ", 1)[1])
     # 150 ms asked; a starved worker wakes late (seen: +230 ms at load average 17)
     assert 100 <= added <= 400, top
