@@ -25,8 +25,10 @@ call as Keystone's code spells it.
 
 from __future__ import annotations
 
+import ast
 import contextlib
 import functools
+import re
 import shutil
 import signal
 import subprocess
@@ -119,12 +121,14 @@ def profiled(pids: Sequence[int], path: Path, say: Callable[[str], None]) -> Ite
 
 
 def source_roots(venv: Path | None) -> list[Path]:
-    """Where py-spy's short file names resolve for a Keystone in VENV: its site-packages,
-    the directories its ``.pth`` files add, then its Python's standard library."""
+    """Where py-spy's short file names resolve for a Keystone in VENV: the trees its
+    editable installs map (a local checkout), its site-packages, the directories its
+    ``.pth`` files add, then its Python's standard library."""
     if venv is None:
         return []
-    roots = sorted(Path(venv).glob("lib/python3*/site-packages"))
-    for pth in [p for root in roots for p in sorted(root.glob("*.pth"))]:
+    sites = sorted(Path(venv).glob("lib/python3*/site-packages"))
+    roots = [*_editable_trees(sites), *sites]
+    for pth in [p for root in sites for p in sorted(root.glob("*.pth"))]:
         for line in pth.read_text(errors="replace").splitlines():
             if line.startswith("/") and Path(line.strip()).is_dir():
                 roots.append(Path(line.strip()))
@@ -141,6 +145,23 @@ def source_roots(venv: Path | None) -> list[Path]:
         if stdlib.is_dir():
             roots.append(stdlib)
     return roots
+
+
+_MAPPING = re.compile(r"^MAPPING\b[^=]*=\s*(\{.*\})\s*$", re.MULTILINE)
+
+
+def _editable_trees(sites: Sequence[Path]) -> list[Path]:
+    """The directories setuptools' editable finders (``__editable___*_finder.py``) map
+    packages into: ``keystone`` -> TREE/keystone gives TREE."""
+    trees: list[Path] = []
+    for finder in [f for site in sites for f in sorted(site.glob("__editable___*_finder.py"))]:
+        found = _MAPPING.search(finder.read_text(errors="replace"))
+        try:
+            mapping = ast.literal_eval(found.group(1)) if found else {}
+        except (ValueError, SyntaxError):
+            continue
+        trees.extend(Path(str(p)).parent for p in mapping.values() if Path(str(p)).is_dir())
+    return trees
 
 
 def line_reader(roots: Sequence[Path], width: int = 80) -> Callable[[str, str], str | None]:

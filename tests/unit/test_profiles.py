@@ -181,3 +181,35 @@ def test_line_reader_reads_the_sides_tree_and_nothing_outside_it(tmp_path):
     absolute.write_text("x = 1\n" + "y = " + "2" * 200 + "\n")
     assert reader(str(absolute), "1") == "x = 1"
     assert reader(str(absolute), "2").endswith("...") and len(reader(str(absolute), "2")) == 80
+
+
+def test_a_local_checkout_installed_editable_is_read_from_its_tree(tmp_path):
+    """A candidate checkout is installed with ``pip install -e``: its files are in the
+    tree setuptools' finder maps, not in site-packages; the stock file beside it in the
+    baseline's environment says something else at that line and must not be read."""
+    from rally_keystone_bench.deploy import profiling
+    from rally_keystone_bench.driver.evidence import Evidence
+
+    tree = tmp_path / "checkout"
+    _keystone_tree(tmp_path / "built")  # the file, then moved into a checkout's layout
+    (tmp_path / "built" / "lib" / "python3.11" / "site-packages").rename(tree)
+    site = tmp_path / "venv" / "lib" / "python3.11" / "site-packages"
+    site.mkdir(parents=True)
+    (site / "__editable___keystone_30_0_0_finder.py").write_text(
+        f"import sys\nMAPPING: dict[str, str] = {{'keystone': '{tree / 'keystone'}'}}\n"
+    )
+    roots = profiling.source_roots(tmp_path / "venv")
+    assert roots[0] == tree
+    assert profiling.line_reader(roots)("keystone/api/auth.py", "325") == "time.sleep(0.15)"
+
+    stock = tmp_path / "stock" / "lib" / "python3.11" / "site-packages" / "keystone" / "api"
+    stock.mkdir(parents=True)
+    (stock / "auth.py").write_text("# stock\n" * 400)
+    evidence = Evidence()
+    evidence.sources = {"baseline": profiling.source_roots(tmp_path / "stock"), "candidate": []}
+    issues = {"keystone.issue_token": 236, profiles.ANY: 236}
+    for side, frames in (("baseline", SLEEP_POST.format(line=334)), ("candidate", None)):
+        evidence.stacks[side][(WSGI, frames or SLEEP_POST.format(line=325))] = 3540
+        evidence.requests[side].update(issues)
+    (top, *_) = evidence.where_time_went()
+    assert top.lines[0].line == "325" and top.lines[0].text is None  # not the stock "# stock"
