@@ -400,7 +400,11 @@ class TokenClient:
         timer: Callable[[], contextlib.AbstractContextManager] | None,
     ) -> tuple[Any, float]:
         headers = {"Accept": "application/json", **headers}
-        if self._tracer is not None:
+        if self._tracer is not None and timer is not None:
+            # Only a timed request is evidence of an atomic action: the untimed
+            # ones (a token to validate, a rescope's source token, a trust's
+            # setup) go unsigned, so they neither take a sample's place nor
+            # count as their workload's (doc/source/counters.rst).
             headers.update(self._tracer.headers(verb))  # signed before the timer starts
         if self.fresh_connection:
             headers["Connection"] = "close"

@@ -5,11 +5,12 @@ URL-safe base64 JSON of ``base_id`` and ``parent_id``) is signed, in
 ``X-Trace-HMAC``, with HMAC-SHA1 under one of its ``[profiler] hmac_keys``.
 This is that signature, without osprofiler on the load side.
 
-A TokenClient signs a sample of its requests when the environment names the
-run's key file (``KEYSTONE_BENCH_TRACE_KEY_FILE``, set by the deployment that
+A TokenClient signs a sample of its *timed* requests (those sent with a
+timer: each one an atomic action) when the environment names the run's key
+file (``KEYSTONE_BENCH_TRACE_KEY_FILE``, set by the deployment that
 owns the key); ``KEYSTONE_BENCH_TRACE_RATE`` is the fraction traced (default
-1: every request). The sample is spread evenly: with rate 0.25, every fourth
-request of a client, counted per request kind (the HTTP verb): a client
+1: every timed request). The sample is spread evenly: with rate 0.25, every
+fourth timed request of a client, counted per request kind (the HTTP verb): a client
 that alternates issue and validate gets every fourth of each traced, not
 every second issue and no validation.
 """

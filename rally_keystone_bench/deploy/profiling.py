@@ -12,11 +12,23 @@ may go too; ``--nonblocking`` never pauses Keystone to read it.
 
 Where py-spy is missing or cannot attach (no ptrace permission), it says so
 once and the run goes on without profiles.
+
+Without ``--native`` a sample's innermost frame is the Python line that
+made a call into C (``time.sleep(0.15)``, ``bcrypt.hashpw(...)``), and
+``line_reader`` reads that line's text from the side's Keystone
+environment: that names the call. ``--native`` is not used: py-spy 0.4.3
+refuses it with ``--nonblocking`` ("Can't get native stack traces with the
+--nonblocking option"), so each sample would pause Keystone's worker, and
+it names the C function (``time_sleep (libpython3.11.so.1.0)``), not the
+call as Keystone's code spells it.
 """
 
 from __future__ import annotations
 
+import ast
 import contextlib
+import functools
+import re
 import shutil
 import signal
 import subprocess
@@ -106,3 +118,68 @@ def profiled(pids: Sequence[int], path: Path, say: Callable[[str], None]) -> Ite
         yield prof
     finally:
         prof.stop()
+
+
+def source_roots(venv: Path | None) -> list[Path]:
+    """Where py-spy's short file names resolve for a Keystone in VENV: the trees its
+    editable installs map (a local checkout), its site-packages, the directories its
+    ``.pth`` files add, then its Python's standard library."""
+    if venv is None:
+        return []
+    sites = sorted(Path(venv).glob("lib/python3*/site-packages"))
+    roots = [*_editable_trees(sites), *sites]
+    for pth in [p for root in sites for p in sorted(root.glob("*.pth"))]:
+        for line in pth.read_text(errors="replace").splitlines():
+            if line.startswith("/") and Path(line.strip()).is_dir():
+                roots.append(Path(line.strip()))
+    try:
+        cfg = (Path(venv) / "pyvenv.cfg").read_text()
+    except OSError:
+        return roots
+    fields = (line.partition("=") for line in cfg.splitlines())
+    home = next((v.strip() for k, _, v in fields if k.strip() == "home"), None)
+    if home is None:
+        return roots
+    for lib in Path(venv).glob("lib/python3*"):
+        stdlib = Path(home).parent / "lib" / lib.name
+        if stdlib.is_dir():
+            roots.append(stdlib)
+    return roots
+
+
+_MAPPING = re.compile(r"^MAPPING\b[^=]*=\s*(\{.*\})\s*$", re.MULTILINE)
+
+
+def _editable_trees(sites: Sequence[Path]) -> list[Path]:
+    """The directories setuptools' editable finders (``__editable___*_finder.py``) map
+    packages into: ``keystone`` -> TREE/keystone gives TREE."""
+    trees: list[Path] = []
+    for finder in [f for site in sites for f in sorted(site.glob("__editable___*_finder.py"))]:
+        found = _MAPPING.search(finder.read_text(errors="replace"))
+        try:
+            mapping = ast.literal_eval(found.group(1)) if found else {}
+        except (ValueError, SyntaxError):
+            continue
+        trees.extend(Path(str(p)).parent for p in mapping.values() if Path(str(p)).is_dir())
+    return trees
+
+
+def line_reader(roots: Sequence[Path], width: int = 80) -> Callable[[str, str], str | None]:
+    """(file as py-spy names it, line number) -> that line's text, stripped, from ROOTS."""
+
+    @functools.lru_cache(maxsize=256)
+    def lines_of(path: str) -> tuple[str, ...] | None:
+        candidates = [Path(path)] if Path(path).is_absolute() else [r / path for r in roots]
+        for found in candidates:
+            if ".." not in Path(path).parts and found.is_file():
+                return tuple(found.read_text(errors="replace").splitlines())
+        return None
+
+    def read(path: str, line: str) -> str | None:
+        lines = lines_of(path)
+        if lines is None or not line.isdigit() or not 0 < int(line) <= len(lines):
+            return None
+        text = lines[int(line) - 1].strip()
+        return text if len(text) <= width else text[: width - 3] + "..."
+
+    return read

@@ -38,6 +38,12 @@ class Evidence:
     requests: dict[str, collections.Counter] = dataclasses.field(
         default_factory=lambda: {side: collections.Counter() for side in SIDES}
     )
+    # side -> where its Keystone's source files are (py-spy's file names resolve there)
+    sources: dict[str, list[Path]] = dataclasses.field(default_factory=dict)
+
+    def read_sources(self, keystones: dict[str, Any]) -> None:
+        """Each side's source roots, from its LocalKeystone's environment (``venv``)."""
+        self.sources = {side: profiling.source_roots(ks.venv) for side, ks in keystones.items()}
 
     def add_run(self, got: dict, run_dirs: dict[str, Path], workloads: Sequence[Any]) -> None:
         """A task run's stacks (GOT: side -> Profile) and each side's traced requests."""
@@ -98,12 +104,16 @@ class Evidence:
         ]
 
     def where_time_went(self) -> list:
-        """The functions whose self time per request changed most (empty without profiles)."""
+        """The functions whose self time per request changed most, and the lines (empty
+        without profiles); a line's text from the candidate's own sources only (the
+        baseline's file of the same name may say something else at that line)."""
         if not all(self.stacks.values()):
             return []
+        roots = self.sources.get("candidate", [])
         return profiles.diff(
             self.stacks["baseline"], self.stacks["candidate"],
             (self.requests["baseline"], self.requests["candidate"]), profiling.RATE,
+            source=profiling.line_reader(roots) if roots else None,
         )  # fmt: skip
 
 

@@ -461,6 +461,7 @@ def main(args: argparse.Namespace) -> int:
         for side in SIDES:  # a failed start's trace key and store too
             stack.callback(tracing.remove, run_root / side / "keystone")
         keystones = start_both(deps, run_root, stack)
+        evidence.read_sources(keystones)  # "where the time went" quotes the candidate's lines
         stack.enter_context(tracing.client_environment(keystones["baseline"].run_dir))
         home, args_for_task, trees = paired_rally(keystones, run_root, stack, task_args)
         run_dirs = {side: ks.run_dir for side, ks in keystones.items()}

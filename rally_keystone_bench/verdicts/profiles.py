@@ -9,6 +9,10 @@ process waiting in C for its next request).
 A function's *self* time is the samples where it is the innermost Python
 frame: with ``--idle`` that includes a wait it called (``time.sleep``, a
 lock, a socket read), so an added sleep shows as self time of its caller.
+Self time is kept per line of that frame too: the line a sample was taken
+at is the line that made the call (``time.sleep(0.15)``, ``bcrypt.hashpw``),
+and a change names the lines its added samples were taken at, with their
+shares and, given a SOURCE reader, each line's text (the call made there).
 """
 
 from __future__ import annotations
@@ -16,7 +20,7 @@ from __future__ import annotations
 import collections
 import dataclasses
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 
 _FRAME = re.compile(r"^(?P<function>.*) \((?P<path>[^()]*?):(?P<line>\d+)\)$")
 Stacks = Mapping[tuple[str, ...], int]
@@ -48,6 +52,12 @@ def line_of(frame: str) -> str:
     return found["line"] if found else "?"
 
 
+def path_of(frame: str) -> str | None:
+    """The file py-spy names in FRAME (``keystone/api/auth.py``), or None."""
+    found = _FRAME.match(frame)
+    return found["path"] if found else None
+
+
 # Keystone's token API handler (outermost keystone/api frame) -> the atomic action it serves.
 HANDLER_ACTIONS = {
     "AuthTokenResource.post": "keystone.issue_token",
@@ -72,20 +82,47 @@ def action_of(handler: str | None) -> str:
     return HANDLER_ACTIONS.get(handler.rpartition(":")[2], ANY)
 
 
-def self_ms(
+def line_self_ms(
     stacks: Stacks, rate: float, requests: Mapping[str, int]
-) -> dict[tuple[str, str], float]:
-    """(file:function, action) -> ms of self time per request of that action.
+) -> dict[tuple[str, str, str], float]:
+    """(file:function, action, line) -> ms of self time per request taken at that line.
 
     A stack under a token handler counts per request of the action it
     serves; any other stack per request of any kind (REQUESTS[ANY]).
     """
-    out: dict[tuple[str, str], float] = collections.defaultdict(float)
+    out: dict[tuple[str, str, str], float] = collections.defaultdict(float)
     for frames, n in stacks.items():
         action = action_of(handler_of(frames))
         count = requests.get(action) or requests.get(ANY) or 1
-        out[(where(frames[-1]), action)] += n * 1000.0 / rate / count
+        out[(where(frames[-1]), action, line_of(frames[-1]))] += n * 1000.0 / rate / count
     return dict(out)
+
+
+def self_ms(
+    stacks: Stacks, rate: float, requests: Mapping[str, int]
+) -> dict[tuple[str, str], float]:
+    """(file:function, action) -> ms of self time per request of that action (its lines summed)."""
+    out: dict[tuple[str, str], float] = collections.defaultdict(float)
+    for (function, action, _), ms in line_self_ms(stacks, rate, requests).items():
+        out[(function, action)] += ms
+    return dict(out)
+
+
+Source = Callable[[str, str], "str | None"]  # (file as py-spy names it, line) -> its text
+
+
+@dataclasses.dataclass(frozen=True)
+class LineShare:
+    """One line of a function: its share of the change in self time, and what it says."""
+
+    line: str
+    share: float  # 0-1 of the function's added self time (or of its self time)
+    text: str | None = None  # the line's source, stripped: the call made there
+
+    def phrase(self) -> str:
+        """``line 325 (100 %: time.sleep(0.15))``."""
+        said = f": {self.text}" if self.text else ""
+        return f"line {self.line} ({self.share * 100:.0f} %{said})"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -97,18 +134,50 @@ class ProfileChange:
     before_ms: float
     after_ms: float
     under: str | None  # the Keystone API handler it ran under, when found
-    line: str = "?"
+    line: str = "?"  # the line that took most of the change
+    lines: tuple[LineShare, ...] = ()  # the lines that took it, largest share first
 
     @property
     def added_ms(self) -> float:
         return self.after_ms - self.before_ms
 
+    def place(self) -> str:
+        """The lines the change was taken at, or ``(line N)`` without their shares."""
+        if not self.lines:
+            return f"(line {self.line})"
+        return ", ".join(s.phrase() for s in self.lines)
+
     def sentence(self) -> str:
         under = f", under {self.under}" if self.under else ""
         return (
-            f"{self.action}: {self.function} (line {self.line}) {self.added_ms:+.1f} ms per "
+            f"{self.action}: {self.function} {self.place()} {self.added_ms:+.1f} ms per "
             f"request ({self.before_ms:.1f} -> {self.after_ms:.1f} ms of self time{under})"
         )
+
+
+MIN_SHARE = 0.05  # a line with less of the change is not named (the top line always is)
+MOST_LINES = 3
+
+
+def line_shares(
+    before: Mapping[str, float], after: Mapping[str, float], source: Source | None, path: str | None
+) -> tuple[LineShare, ...]:
+    """Per line (ms before and after): the lines that took the added self time, largest first.
+
+    Shares of the lines whose self time rose; when none rose, of the
+    candidate's self time (else the baseline's) as it is.
+    """
+    rises = {n: after.get(n, 0.0) - before.get(n, 0.0) for n in set(before) | set(after)}
+    weights = {n: d for n, d in rises.items() if d > 0} or dict(after) or dict(before)
+    total = sum(weights.values())
+    if total <= 0:
+        return ()
+    ranked = sorted(weights.items(), key=lambda kv: (-kv[1], kv[0]))
+    shown = [kv for i, kv in enumerate(ranked) if i == 0 or kv[1] / total >= MIN_SHARE]
+    return tuple(
+        LineShare(n, w / total, source(path, n) if source and path else None)
+        for n, w in shown[:MOST_LINES]
+    )
 
 
 def diff(
@@ -117,10 +186,20 @@ def diff(
     requests: tuple[Mapping[str, int], Mapping[str, int]],
     rate: float,
     top: int = 5,
+    source: Source | None = None,
 ) -> list[ProfileChange]:
-    """The TOP (function, action) pairs whose self time per request rose most, largest first."""
-    b = self_ms(before, rate, requests[0])
-    a = self_ms(after, rate, requests[1])
+    """The TOP (function, action) pairs whose self time per request rose most, largest first.
+
+    Each names the lines its added samples were taken at; SOURCE, when
+    given, reads a line's text (the candidate's tree first).
+    """
+    per_line = (line_self_ms(before, rate, requests[0]), line_self_ms(after, rate, requests[1]))
+    by_key: tuple[dict, dict] = (collections.defaultdict(dict), collections.defaultdict(dict))
+    for side, lines in zip(by_key, per_line, strict=True):
+        for (function, action, line), ms in lines.items():
+            side[(function, action)][line] = ms
+    b = {k: sum(v.values()) for k, v in by_key[0].items()}
+    a = {k: sum(v.values()) for k, v in by_key[1].items()}
     keys = sorted(set(a) | set(b), key=lambda k: (-(a.get(k, 0.0) - b.get(k, 0.0)), k))
     changes = []
     for key in keys[:top]:
@@ -130,8 +209,9 @@ def diff(
             return where(frames[-1]) == function and action_of(handler_of(frames)) == action
 
         hits = [f for f in after if mine(f)] or [f for f in before if mine(f)]
-        lines = collections.Counter(line_of(f[-1]) for f in hits)
         handlers = collections.Counter(handler_of(f) for f in hits if handler_of(f))
+        path = path_of(hits[0][-1]) if hits else None
+        shares = line_shares(by_key[0].get(key, {}), by_key[1].get(key, {}), source, path)
         changes.append(
             ProfileChange(
                 function,
@@ -139,7 +219,8 @@ def diff(
                 b.get(key, 0.0),
                 a.get(key, 0.0),
                 handlers.most_common(1)[0][0] if handlers else None,
-                lines.most_common(1)[0][0] if lines else "?",
+                shares[0].line if shares else "?",
+                shares,
             )
         )
     return changes

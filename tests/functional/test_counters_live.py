@@ -10,6 +10,7 @@ counters alone to fail it.
 from __future__ import annotations
 
 import collections
+import contextlib
 import json
 import os
 import re
@@ -57,17 +58,18 @@ def test_issue_and_validate_counts_match_sqlalchemys_own(traced):
     with tracing.client_environment(traced.run_dir):
         client = TokenClient(traced.auth_url)
     auth = UserAuth.from_credential(traced.admin_credentials)
-    client.authorize(auth)
-    tokens = [client.issue(auth).token for _ in range(4)]
+    client.authorize(auth)  # untimed: not signed, not traced
+    timed = contextlib.nullcontext  # only timed requests are signed
+    tokens = [client.issue(auth, timer=timed).token for _ in range(4)]
     for token in tokens:
-        client.validate(token)
-        client.check(token)
+        client.validate(token, timer=timed)
+        client.check(token, timer=timed)
     costs = counters.request_costs(tracing.read_records(traced.run_dir))
     audit = collections.Counter(
         r["base_id"] for r in tracing.read_records(traced.run_dir, "audit") if r.get("base_id")
     )
     kinds = collections.Counter(c.action for c in costs)
-    assert kinds["keystone.issue_token"] == 5  # authorize + 4
+    assert kinds["keystone.issue_token"] == 4  # not the untimed authorize
     assert kinds["keystone.validate_token"] == 4
     assert kinds["keystone.check_token"] == 4
     for cost in costs:
@@ -79,7 +81,8 @@ def test_issue_and_validate_counts_match_sqlalchemys_own(traced):
 def test_an_unsigned_request_is_not_traced(traced):
     before = len(tracing.read_records(traced.run_dir))
     client = TokenClient(traced.auth_url)  # no key in the environment
-    client.issue(UserAuth.from_credential(traced.admin_credentials))
+    auth = UserAuth.from_credential(traced.admin_credentials)
+    client.issue(auth, timer=contextlib.nullcontext)
     assert len(tracing.read_records(traced.run_dir)) == before
 
 
@@ -141,13 +144,13 @@ def test_cache_counts_match_memcacheds_own_stats_and_no_connection_is_left_out(t
         direct = []
         for _ in range(3):
             before = _memcached_stats(ks.memcached_port)
-            token = client.issue(auth).token
+            token = client.issue(auth, timer=contextlib.nullcontext).token
             between = _memcached_stats(ks.memcached_port)
-            client.validate(token)
+            client.validate(token, timer=contextlib.nullcontext)
             after = _memcached_stats(ks.memcached_port)
             for a, b in ((before, between), (between, after)):
                 direct.append(tuple(b[k] - a[k] for k in ("cmd_get", "get_misses", "cmd_set")))
-        costs = counters.request_costs(tracing.read_records(ks.run_dir))[1:]  # past authorize
+        costs = counters.request_costs(tracing.read_records(ks.run_dir))  # authorize: untimed
         left = tracing.checked_out(ks.run_dir)
     assert [(c.cache_gets, c.cache_misses, c.cache_sets) for c in costs] == direct
     assert all(gets > 0 for gets, _, _ in direct)
@@ -170,7 +173,8 @@ def test_ldap_calls_match_the_operations_slapd_logged(tmp_path):
         direct = []
         for _ in range(3):
             before = _slapd_operations(log)
-            assert client.issue(auth, scope="unscoped").status == 201
+            timed = contextlib.nullcontext  # only timed requests are signed
+            assert client.issue(auth, scope="unscoped", timer=timed).status == 201
             direct.append(_wait_for_more(log, before))
         costs = counters.request_costs(tracing.read_records(ks.run_dir))
     assert [len(c.ldap_calls) for c in costs] == direct
@@ -239,15 +243,24 @@ def test_the_150_ms_tree_names_the_sleep_under_the_issue_handler(tmp_path):
     )  # fmt: skip
     lines = proc.stdout.splitlines()
     at = lines.index("where the time went (py-spy, self time per request, candidate - baseline):")
-    top = lines[at + 1]
+    top, block = lines[at + 1], "\n".join(lines[at : at + 6])
     assert top.strip().startswith(
         "keystone.issue_token: keystone/token/provider.py:Manager.issue_token"
-    ), top
+    ), block
     assert "under keystone/api/auth.py:AuthTokenResource.post" in top
-    added = float(top.split(") ", 1)[1].split(" ms")[0])
+    # the line its samples were taken at, and the call made there, read from the tree
+    line = _sleep_line(tree)
+    assert f" line {line} (" in top and "%: _gate_noise_time.sleep(0.15))" in top, block
+    added = float(top.split(" ms per request")[0].rsplit(" ", 1)[1])
     # 150 ms asked; a starved worker wakes late (seen: +230 ms at load average 17)
     assert 100 <= added <= 400, top
     assert all(live_pids(s) == [] for s in states(tmp_path / ".keystone-bench"))
+
+
+def _sleep_line(tree) -> int:
+    """The line of the tree's keystone/token/provider.py that sleeps."""
+    text = (tree / "keystone" / "token" / "provider.py").read_text().splitlines()
+    return next(n for n, line in enumerate(text, 1) if "_gate_noise_time.sleep(" in line)
 
 
 @pytest.mark.slow

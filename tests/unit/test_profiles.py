@@ -113,3 +113,103 @@ def test_gate_and_compare_pages_show_the_counters_and_where_the_time_went(tmp_pa
     assert "9 -&gt; 10 SQL statements" in html
     assert "candidate - baseline" in html and html.count("<svg") == 1
     assert "keystone/token/provider.py:Manager.issue_token" in html
+
+
+SLEEP_POST = "AuthTokenResource.post (keystone/api/auth.py:{line})"
+
+
+def _keystone_tree(root) -> list:
+    """A Keystone environment whose auth.py sleeps at line 325, as the +150 ms tree does."""
+    from rally_keystone_bench.deploy import profiling
+
+    site = root / "lib" / "python3.11" / "site-packages"
+    auth = site / "keystone" / "api" / "auth.py"
+    auth.parent.mkdir(parents=True)
+    lines = [f"# line {n}" for n in range(1, 400)]
+    lines[324] = "        time.sleep(0.15)"
+    lines[333] = "        response.headers['X-Subject-Token'] = token.id"
+    auth.write_text("\n".join(lines) + "\n")
+    return profiling.source_roots(root)
+
+
+def test_the_150_ms_sleep_is_named_at_its_line_with_the_call_made_there(tmp_path):
+    """Self time summed per function must not borrow a line that took none of it: the
+    candidate's 3,540 leaf samples at auth.py:325 and one at 334 name line 325."""
+    from rally_keystone_bench.deploy import profiling
+
+    issues = {"keystone.issue_token": 236, profiles.ANY: 236}
+    before = {(WSGI, SLEEP_POST.format(line=334)): 1}
+    after = {(WSGI, SLEEP_POST.format(line=325)): 3540, (WSGI, SLEEP_POST.format(line=334)): 1}
+    reader = profiling.line_reader(_keystone_tree(tmp_path / "venv"))
+    (top, *_) = profiles.diff(before, after, (issues, issues), rate=100, source=reader)
+    assert top.function == "keystone/api/auth.py:AuthTokenResource.post"
+    assert top.added_ms == pytest.approx(150.0)
+    assert top.line == "325"
+    assert [(s.line, round(s.share, 3), s.text) for s in top.lines] == [
+        ("325", 1.0, "time.sleep(0.15)")
+    ]
+    assert top.sentence().startswith(
+        "keystone.issue_token: keystone/api/auth.py:AuthTokenResource.post "
+        "line 325 (100 %: time.sleep(0.15)) +150.0 ms per request"
+    )
+
+
+def test_a_change_over_two_lines_names_both_with_their_shares():
+    issues = {"keystone.issue_token": 10, profiles.ANY: 10}
+    before = {(WSGI, SLEEP_POST.format(line=330)): 50}  # unchanged work elsewhere in post
+    after = {
+        (WSGI, SLEEP_POST.format(line=330)): 50,
+        (WSGI, SLEEP_POST.format(line=325)): 120,
+        (WSGI, SLEEP_POST.format(line=334)): 40,
+        (WSGI, SLEEP_POST.format(line=336)): 1,  # under 5 % of the change: not named
+    }
+    (top, *_) = profiles.diff(before, after, (issues, issues), rate=100)
+    assert [(s.line, s.share) for s in top.lines] == [("325", 120 / 161), ("334", 40 / 161)]
+    assert "line 325 (75 %), line 334 (25 %) +161.0 ms" in top.sentence()
+
+
+def test_line_reader_reads_the_sides_tree_and_nothing_outside_it(tmp_path):
+    from rally_keystone_bench.deploy import profiling
+
+    reader = profiling.line_reader(_keystone_tree(tmp_path / "venv"))
+    assert reader("keystone/api/auth.py", "325") == "time.sleep(0.15)"
+    assert reader("keystone/api/auth.py", "400") is None  # past its end
+    assert reader("keystone/api/missing.py", "1") is None
+    assert reader("../../../../../etc/passwd", "1") is None
+    assert reader("keystone/api/auth.py", "?") is None
+    absolute = tmp_path / "hook.py"
+    absolute.write_text("x = 1\n" + "y = " + "2" * 200 + "\n")
+    assert reader(str(absolute), "1") == "x = 1"
+    assert reader(str(absolute), "2").endswith("...") and len(reader(str(absolute), "2")) == 80
+
+
+def test_a_local_checkout_installed_editable_is_read_from_its_tree(tmp_path):
+    """A candidate checkout is installed with ``pip install -e``: its files are in the
+    tree setuptools' finder maps, not in site-packages; the stock file beside it in the
+    baseline's environment says something else at that line and must not be read."""
+    from rally_keystone_bench.deploy import profiling
+    from rally_keystone_bench.driver.evidence import Evidence
+
+    tree = tmp_path / "checkout"
+    _keystone_tree(tmp_path / "built")  # the file, then moved into a checkout's layout
+    (tmp_path / "built" / "lib" / "python3.11" / "site-packages").rename(tree)
+    site = tmp_path / "venv" / "lib" / "python3.11" / "site-packages"
+    site.mkdir(parents=True)
+    (site / "__editable___keystone_30_0_0_finder.py").write_text(
+        f"import sys\nMAPPING: dict[str, str] = {{'keystone': '{tree / 'keystone'}'}}\n"
+    )
+    roots = profiling.source_roots(tmp_path / "venv")
+    assert roots[0] == tree
+    assert profiling.line_reader(roots)("keystone/api/auth.py", "325") == "time.sleep(0.15)"
+
+    stock = tmp_path / "stock" / "lib" / "python3.11" / "site-packages" / "keystone" / "api"
+    stock.mkdir(parents=True)
+    (stock / "auth.py").write_text("# stock\n" * 400)
+    evidence = Evidence()
+    evidence.sources = {"baseline": profiling.source_roots(tmp_path / "stock"), "candidate": []}
+    issues = {"keystone.issue_token": 236, profiles.ANY: 236}
+    for side, frames in (("baseline", SLEEP_POST.format(line=334)), ("candidate", None)):
+        evidence.stacks[side][(WSGI, frames or SLEEP_POST.format(line=325))] = 3540
+        evidence.requests[side].update(issues)
+    (top, *_) = evidence.where_time_went()
+    assert top.lines[0].line == "325" and top.lines[0].text is None  # not the stock "# stock"

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import base64
+import contextlib
 import hashlib
 import hmac
 import json
@@ -69,3 +70,34 @@ def test_the_sample_is_spread_per_request_kind():
     picked = [(verb, bool(quarter.headers(verb))) for _ in range(8) for verb in ("POST", "GET")]
     assert sum(p for v, p in picked if v == "POST") == 2
     assert sum(p for v, p in picked if v == "GET") == 2
+
+
+def test_only_timed_requests_are_signed(monkeypatch):
+    """A request no timer measures (a token to validate, a rescope's source token) is
+    not evidence of an atomic action: unsigned, it is neither traced nor counted as
+    its workload's, and takes no place in the sample."""
+    from fake_keystone import FakeKeystone, serving
+
+    from rally_keystone_bench.clients.auth import UserAuth
+    from rally_keystone_bench.clients.tokens import TokenClient
+
+    auth = UserAuth(username="alice", password="pw-Secret-4711", project_name="demo")
+    with serving(FakeKeystone()) as server:
+        client = TokenClient(f"http://127.0.0.1:{server.server_address[1]}/v3")
+        client._tracer = tracing.Sampler("k3y", 0.5)
+        client.authorize(auth)  # untimed
+        source = client.issue(auth, scope="unscoped").token  # untimed
+        timed = [client.issue(auth, timer=contextlib.nullcontext) for _ in range(4)]
+        client.validate(timed[0].token)  # untimed
+        client.validate(timed[0].token, timer=contextlib.nullcontext)
+        client.validate(timed[1].token, timer=contextlib.nullcontext)
+        assert source is not None
+        signed = [(r["method"], tracing.X_TRACE_HMAC in r["headers"]) for r in server.requests]
+    assert signed == [
+        ("POST", False),
+        ("POST", False),
+        *[("POST", False), ("POST", True)] * 2,  # rate 0.5 over the timed issues only
+        ("GET", False),
+        ("GET", False),
+        ("GET", True),
+    ]
