@@ -10,7 +10,7 @@ from typing import Any
 from markupsafe import Markup
 
 from rally_keystone_bench.report import svg
-from rally_keystone_bench.verdicts.counters import CounterChange, finding
+from rally_keystone_bench.verdicts.counters import CACHE, CounterChange, finding
 
 
 def format_changes(
@@ -21,6 +21,8 @@ def format_changes(
     lines = []
     ordered = sorted(changes, key=lambda c: (not c.failed, not c.changed))
     for change in ordered:
+        if change.counter == CACHE and not change.changed:
+            continue  # shown when they moved: an unchanged line per workload says nothing
         verdict = "COUNTER REGRESSION" if change.failed else "counter"
         lines.append(f"{verdict}: {change.sentence()}")
         said = finding(change, latency_changed.get(change.key, False))
