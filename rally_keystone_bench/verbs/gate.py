@@ -73,17 +73,16 @@ def duration_args(task: Path, task_args: dict, settings: GateSettings) -> dict[s
     The family's size is counted in the task's text (one latency test per
     ``KeystoneTokens.paired`` workload); a task that makes its workloads in a
     loop is undercounted, and the gate then extends itself after the first
-    run. A duration given in --task-args is left as given.
+    run. When --task-args gives any duration, all are left to it and the task.
     """
+    if any(name in task_args for name in DURATION_ARGS):
+        return {}
     text = task.read_text(errors="replace")
     tests = max(1, text.count("KeystoneTokens.paired:"))
     needed = max(settings.min_clean, family.blocks_needed(settings.alpha, tests))
     seconds = math.ceil(settings.block_seconds * (needed + SPARE_BLOCKS))
-    return {
-        name: seconds
-        for name in DURATION_ARGS
-        if name not in task_args and re.search(rf"\b{name}\b", text)
-    }
+    used = {name for name in DURATION_ARGS if re.search(rf"{{[{{%][^}}]*\b{name}\b", text)}
+    return {name: seconds for name in DURATION_ARGS if name in used}
 
 
 def add_baseline_arguments(p: argparse.ArgumentParser) -> None:

@@ -87,3 +87,20 @@ def test_slower_than_the_threshold_but_not_significant_after_correction_is_incon
     assert v.latency.p_value < 0.01 <= v.latency.p_adjusted
     assert v.inconclusive and "more blocks needed" in v.inconclusive
     assert res.exit_code == 3  # the gate extends itself; never a pass
+
+
+def test_the_gate_sizes_each_workload_for_the_blocks_its_family_needs():
+    from pathlib import Path
+
+    from rally_keystone_bench.verbs import gate
+    from rally_keystone_bench.verdicts.blocks import GateSettings
+
+    tasks = Path(__file__).resolve().parents[2] / "rally_keystone_bench" / "data" / "tasks"
+    settings = GateSettings(10.0, 0.01, 2.0, 8)
+    # 11 paired workloads: 12 blocks of 2 s, and 2 spare.
+    cloud = gate.duration_args(tasks / "gate-cloud.yaml", {}, settings)
+    assert cloud == {"seconds": 28, "issue_seconds": 28}
+    # 2 workloads: 9 blocks (2/2**9 < 0.01/2), and 2 spare.
+    quick = gate.duration_args(tasks / "gate.yaml", {}, settings)
+    assert quick == {"issue_seconds": 22, "validate_seconds": 22}
+    assert gate.duration_args(tasks / "gate.yaml", {"issue_seconds": 5}, settings) == {}
