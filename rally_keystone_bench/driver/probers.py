@@ -19,12 +19,12 @@ from pathlib import Path
 from typing import Any
 
 from rally_keystone_bench import shipped
-from rally_keystone_bench.driver import left_behind
+from rally_keystone_bench.driver import left_behind, probe_args
 from rally_keystone_bench.driver import task as rally_task
 from rally_keystone_bench.driver.probe_evidence import ProbeEvidence
 from rally_keystone_bench.driver.rally import RallyHome, last_line
 from rally_keystone_bench.errors import BenchError
-from rally_keystone_bench.verdicts import capacity, keystone_side, results
+from rally_keystone_bench.verdicts import capacity, keystone_side, probe_verdict, results
 from rally_keystone_bench.verdicts.capacity import fmt
 from rally_keystone_bench.verdicts.probing import LoadRun
 
@@ -123,8 +123,12 @@ class RallyProber:
         say: Callable[[str], None] = rally_task.progress,
         extra_args: dict[str, Any] | None = None,
         evidence: ProbeEvidence | None = None,
+        plan: capacity.Plan | None = None,
+        reuse: str | None = None,
     ) -> None:
         self.home, self.env, self.settings = home, env, settings
+        # keystone_users' reuse tag: every probe of the search uses the same users
+        self.reuse = reuse
         # Keystone's access log and the machine's CPU (None: the client's figures alone)
         self.evidence = evidence
         self.reference: keystone_side.KeystoneSide | None = None  # at the lowest passing rate
@@ -135,18 +139,14 @@ class RallyProber:
         self.say = say
         self.task_file = shipped.probe_task_path()
         self.started = time.monotonic()
-        self.expected = capacity.estimated_probes(settings)
+        # the search's plan: "probe k of about M" reads it; the search grows it
+        self.plan = plan or capacity.Plan(capacity.estimated_probes(settings))
         self.count = 0
         self.done: list[capacity.Probe] = []
-        self.lo: float | None = None  # highest passing rate so far
-        self.hi: float | None = None  # lowest non-passing rate so far
         self.tasks: list[rally_task.TaskOutcome] = []  # each run's task, for say_left_behind
 
     def verdict_so_far(self) -> str:
-        lo = fmt(self.lo) if self.lo is not None else "?"
-        if self.hi is None:
-            return f"N >= {lo} rps so far"
-        return f"N in [{lo}, {fmt(self.hi)}) rps so far"
+        return so_far(self.done)
 
     def run(
         self,
@@ -169,7 +169,7 @@ class RallyProber:
                 self.home,
                 self.env,
                 self.task_file,
-                {**(task_args or s.task_args(rate)), **self.extra_args},
+                {**(task_args or probe_args.task_args(s, rate)), **self.extra_args},
                 log,
                 # pooled_rps counts for itself: Rally's ITER lines are silenced (CPU).
                 config=self.home.quiet_config() if s.runner == "pooled_rps" else None,
@@ -218,23 +218,19 @@ class RallyProber:
     ) -> None:
         """Keystone's figures over SPAN (epoch seconds) and the machine's, added to PROBE."""
         side = keystone_side.keystone_side(requests, *span, self.settings.scenario)
-        capacity.judge_keystone_side(probe, side, self.reference, machine)
+        probe_verdict.judge_keystone_side(probe, side, self.reference, machine)
         if probe.passed and side is not None and side.p95 is not None:
             if self.reference_rate is None or probe.rps < self.reference_rate:
                 self.reference, self.reference_rate = side, probe.rps
 
     def _record(self, probe: capacity.Probe) -> None:
         self.done.append(probe)
-        if probe.passed:
-            self.lo = probe.rps if self.lo is None else max(self.lo, probe.rps)
-        else:
-            self.hi = probe.rps if self.hi is None else min(self.hi, probe.rps)
 
     def __call__(self, rps: float, role: str) -> capacity.Probe:
         s = self.settings
         self.count += 1
         k = self.count
-        about = max(self.expected, k)
+        about = max(self.plan.about, k)
         probe = capacity.Probe(
             k, role, rps, planned=s.times(rps), max_concurrency=s.max_concurrency(rps)
         )
@@ -246,7 +242,7 @@ class RallyProber:
         if role.startswith("repeat") and self.evidence is not None:
             self.evidence.wait_quiet()
         t0 = time.monotonic()
-        task_args = s.task_args(rps)
+        task_args = probe_args.task_args(s, rps, self.reuse)
         watcher = ProbeWatcher(task_args, s.abort_on_sla_failure, self.say, k, probe.planned)
         with self._sampling() as machine:
             run, json_path, wl = self._probe_run(f"probe-{k:02d}-{fmt(rps)}rps", task_args, watcher)
@@ -254,7 +250,7 @@ class RallyProber:
         probe.slots_full = probe.stopped_for == SLOTS_FULL
         probe.task_uuid = run.uuid
         probe.report = str(json_path)
-        capacity.judge(probe, wl, s)
+        probe_verdict.judge(probe, wl, s)
         if wl.iterations:
             begin = float(wl.iteration_started.min()) + s.warmup
             end = float((wl.iteration_started + wl.iteration_duration).max())
@@ -281,11 +277,11 @@ class RallyProber:
         self.count += 1
         k = self.count
         steps = s.ramp_steps(rates)
-        task_args = s.ramp_task_args(rates)
+        task_args = probe_args.ramp_task_args(s, rates, self.reuse)
         elapsed = elapsed_text(time.monotonic() - self.started)
         self.say(
-            f"probe {k} of about {max(self.expected, k)} (ramp): "
-            f"{', '.join(fmt(r) for r in rates)} rps, {s.describe_ramp(rates)}; "
+            f"probe {k} of about {max(self.plan.about, k)} (ramp): "
+            f"{', '.join(fmt(r) for r in rates)} rps, {probe_args.describe_ramp(s, rates)}; "
             f"elapsed {elapsed}"
         )
         t0 = time.monotonic()
@@ -325,7 +321,7 @@ class RallyProber:
             if i == len(parts) - 1:  # the run stopped in the last step it reached
                 probe.stopped_for = run.stopped_for
                 probe.slots_full = run.stopped_for == SLOTS_FULL
-            capacity.judge(probe, part, dataclasses.replace(s, warmup=0.0))
+            probe_verdict.judge(probe, part, dataclasses.replace(s, warmup=0.0))
             if probe.stopped_for and probe.passed:
                 # cut short in this step: it did not hold its rate to the end
                 behind = "behind" in probe.stopped_for
@@ -342,6 +338,22 @@ class RallyProber:
         if out:
             out[-1].elapsed = time.monotonic() - t0
         return out
+
+
+def so_far(probes: list[capacity.Probe]) -> str:
+    """Where N lies after PROBES, as ``[ok, degraded)``: the highest rate that passed and
+    the lowest above it that did not; rates that did not pass below it are named."""
+    ok, degraded, below = capacity.interval(probes)
+    if ok is None:
+        return f"N < {fmt(degraded)} rps so far" if degraded is not None else "N unknown so far"
+    text = (
+        f"N in [{fmt(ok)}, {fmt(degraded)}) rps so far"
+        if degraded
+        else f"N >= {fmt(ok)} rps so far"
+    )
+    if below:
+        text += f" ({', '.join(fmt(r) for r in below)} rps did not pass once, below it)"
+    return text
 
 
 def elapsed_text(seconds: float) -> str:

@@ -20,7 +20,8 @@ from markupsafe import Markup
 
 from rally_keystone_bench.report import svg
 from rally_keystone_bench.report.render import environment
-from rally_keystone_bench.verdicts.capacity import (
+from rally_keystone_bench.verdicts.capacity import Outcome, Settings, fmt
+from rally_keystone_bench.verdicts.probe_verdict import (
     CLIENT_BOUND,
     ERRORS,
     GENERATOR,
@@ -28,10 +29,7 @@ from rally_keystone_bench.verdicts.capacity import (
     OK,
     SATURATED,
     SLOPE,
-    Outcome,
     Probe,
-    Settings,
-    fmt,
 )
 
 
@@ -62,6 +60,7 @@ def build_summary(
             "confirmed": outcome.confirmed,
             "n_spread_rps": list(outcome.spread) if outcome.spread else None,
             "message": outcome.message,
+            "prediction": outcome.prediction,
         },
         "probes": [p.to_json() for p in outcome.probes],
         "started_at": started_at,

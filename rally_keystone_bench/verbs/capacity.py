@@ -1,10 +1,12 @@
 """``keystone-bench capacity``: search N, the highest rate Keystone serves without degrading.
 
-capacity.py holds the settings, the search and the verdicts; here the
-settings are checked and each probe is run by a prober of the engine asked
-(verdicts/probing.py): ``driver/probers.RallyProber``, a real ``rally task
-start`` watched line by line so that an overloaded probe is stopped early,
-or ``engines/locust/prober.LocustProber``.
+verdicts/capacity.py holds the settings and the search, verdicts/probe_verdict.py
+a probe's verdict; here the settings are checked and each probe is run by a
+prober of the engine asked (verdicts/probing.py): ``driver/probers.RallyProber``,
+a real ``rally task start`` watched line by line so that an overloaded probe
+is stopped early, or ``engines/locust/prober.LocustProber``. On a local
+Keystone every probe of a search uses one set of users (a keystone_users
+reuse tag made for the search).
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ import argparse
 import datetime
 import math
 import time
+import uuid
 from pathlib import Path
 from typing import Any
 
@@ -84,6 +87,7 @@ def check_settings(args: argparse.Namespace) -> capacity.Settings:
         raise BenchError(f"--ramp runs on the pooled_rps runner, not --runner {runner}")
     if ramp is None:  # default: bracket first, wherever the runner can ramp
         ramp = engine == "locust" or runner == "pooled_rps"
+    predict = _check_predict(args, engine, ramp)
     forced = options.check_rate("--high", high, engine, runner, getattr(args, "force", False))
     if forced:
         say(forced)
@@ -107,7 +111,23 @@ def check_settings(args: argparse.Namespace) -> capacity.Settings:
         engine=engine,
         locust_workers=locust_workers,
         ramp=ramp,
+        predict=predict,
     )
+
+
+def _check_predict(args: argparse.Namespace, engine: str, ramp: bool) -> bool:
+    """--predict: on by default where Keystone's busy time is read (a local Keystone's
+    access log, probes on the Rally engine) and a ramp measures it first."""
+    asked = getattr(args, "predict", None)
+    possible = engine == "rally" and getattr(args, "target", "local") == "local"
+    if asked and not possible:
+        raise BenchError(
+            "--predict reads a local Keystone's access log: it needs --target local "
+            "and --engine rally"
+        )
+    if asked and not ramp:
+        raise BenchError("--predict reads the ramp's Keystone-side figures: drop --no-ramp")
+    return bool(ramp and possible) if asked is None else bool(asked)
 
 
 def _search_locust(
@@ -116,6 +136,7 @@ def _search_locust(
     out_dir: Path,
     args: argparse.Namespace,
     probers: list[probing.Prober],
+    plan: capacity.Plan,
     **target: Any,
 ) -> tuple[capacity.Outcome, str]:
     """The search with every probe on the Locust engine (a ramp first to bracket N)."""
@@ -133,8 +154,41 @@ def _search_locust(
         probers.append(prober)
         ramp = prober.ramp if settings.ramp else None
         return capacity.find_capacity(
-            settings, prober, say=rally_task.progress, ramp=ramp
+            settings, prober, say=rally_task.progress, ramp=ramp, plan=plan
         ), described
+
+
+def _search_rally(
+    settings: capacity.Settings,
+    run_dir: Path,
+    out_dir: Path,
+    args: argparse.Namespace,
+    probers: list[probing.Prober],
+    plan: capacity.Plan,
+    deployment: Any = None,
+    **target: Any,
+) -> tuple[capacity.Outcome, str]:
+    """The search with every probe a real ``rally task start`` (a ramp first to bracket N)."""
+    with targets.prepared_env(run_dir, deployment=deployment, **target) as env:
+        described = targets.describe(args.target, env.auth_url, target.get("mock"))
+        rally_task.progress(f"target: {described}")
+        ldap = targets.identity_task_args(deployment, {})
+        prober = RallyProber(
+            env.home,
+            env.name,
+            settings,
+            out_dir,
+            extra_args=ldap,
+            evidence=ProbeEvidence(env.keystone_dir, say),
+            plan=plan,
+            reuse=users_tag(args, ldap),
+        )
+        probers.append(prober)
+        ramp = prober.ramp if settings.ramp else None
+        outcome = capacity.find_capacity(
+            settings, prober, say=rally_task.progress, ramp=ramp, plan=plan
+        )
+        return outcome, described
 
 
 def main(args: argparse.Namespace) -> int:
@@ -154,10 +208,12 @@ def main(args: argparse.Namespace) -> int:
         mock = options.mock(args, run_dir)
     started_at = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
     t0 = time.monotonic()
+    plan = capacity.Plan(capacity.estimated_probes(settings))
+    how = "a ramp, then whole probes at the knee it predicts" if settings.predict else "search"
     rally_task.progress(
         f"capacity of {settings.rally_scenario} in [{fmt(settings.low)}, "
         f"{fmt(settings.high)}] rps, precision {fmt(settings.precision)}: about "
-        f"{capacity.estimated_probes(settings)} probes of {settings.warmup + settings.window:g} s"
+        f"{plan.about} probes of {settings.warmup + settings.window:g} s ({how})"
     )
     probers: list[probing.Prober] = []  # the prober, once made: its probes are kept on error
     target = args.target
@@ -170,26 +226,23 @@ def main(args: argparse.Namespace) -> int:
                     out_dir,
                     args,
                     probers,
+                    plan,
                     cloud=cloud,
                     mock=mock,
                     deployment=deployment,
                 )
             else:
-                with targets.prepared_env(
-                    run_dir, cloud=cloud, mock=mock, deployment=deployment
-                ) as env:
-                    target = targets.describe(args.target, env.auth_url, mock)
-                    rally_task.progress(f"target: {target}")
-                    ldap = targets.identity_task_args(deployment, {})
-                    evidence = ProbeEvidence(env.keystone_dir, say)
-                    prober = RallyProber(
-                        env.home, env.name, settings, out_dir, extra_args=ldap, evidence=evidence
-                    )
-                    probers.append(prober)
-                    ramp = prober.ramp if settings.ramp else None
-                    outcome = capacity.find_capacity(
-                        settings, prober, say=rally_task.progress, ramp=ramp
-                    )
+                outcome, target = _search_rally(
+                    settings,
+                    run_dir,
+                    out_dir,
+                    args,
+                    probers,
+                    plan,
+                    cloud=cloud,
+                    mock=mock,
+                    deployment=deployment,
+                )
     except (BenchError, KeyboardInterrupt):
         if probers and probers[0].done:  # keep what was measured
             partial = capacity.Outcome(
@@ -205,11 +258,7 @@ def main(args: argparse.Namespace) -> int:
     json_path, html_path = capacity_report.write_reports(
         outcome, settings, target, out_dir, started_at, elapsed
     )
-    print(capacity_report.format_table(outcome.probes))
-    print(f"{outcome.message}")
-    print(f"capacity: {html_path}")
-    print(f"capacity: {json_path}")
-    print(f"elapsed: {elapsed_text(elapsed)}")
+    print_outcome(outcome, (json_path, html_path), elapsed)
     say_left_behind(probers, cloud, args.spec)
     if outcome.status == "not measurable":
         raise BenchError(outcome.message)
@@ -217,6 +266,35 @@ def main(args: argparse.Namespace) -> int:
         args, "capacity", out_dir, deployment, where=target, rows=[capacity_row(settings, outcome)]
     )
     return outcome.exit_code
+
+
+def print_outcome(outcome: capacity.Outcome, paths: tuple[Path, Path], elapsed: float) -> None:
+    """The probe table, N, the prediction, the reports and the time it took."""
+    print(capacity_report.format_table(outcome.probes))
+    print(f"{outcome.message}")
+    if outcome.prediction:
+        print(f"prediction: {outcome.prediction}")
+    print(f"capacity: {paths[1]}")
+    print(f"capacity: {paths[0]}")
+    runs = len({p.number for p in outcome.probes})
+    print(f"elapsed: {elapsed_text(elapsed)}, {runs} probes{setup_text(outcome.probes)}")
+
+
+def users_tag(args: argparse.Namespace, ldap: dict[str, Any]) -> str | None:
+    """The keystone_users reuse tag of a search on a local Keystone (its users made once,
+    by the first probe, and reused by every other); None elsewhere: a cloud keeps
+    nothing of ours after a probe, and a directory's users are never made."""
+    if args.target != "local" or ldap:
+        return None
+    return f"capacity-{uuid.uuid4().hex[:12]}"
+
+
+def setup_text(probes: list[capacity.Probe]) -> str:
+    """The probes' setup (users, tokens) in all, as the elapsed line adds it."""
+    setups = [p.setup for p in probes if p.setup is not None]
+    if not setups:
+        return ""
+    return f"; setup {elapsed_text(sum(setups))} of it (users, tokens)"
 
 
 def say_left_behind(probers: list, cloud: dict | None, spec: str | None) -> None:
@@ -279,6 +357,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         action=argparse.BooleanOptionalAction,
         default=None,
         help="bracket N with one ramp probe first (default: on, but with --runner rps)",
+    )
+    parser.add_argument(
+        "--predict",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="probe at the knee the ramp's Keystone busy time predicts (default: on with a "
+        "local Keystone and the ramp)",
     )
     parser.add_argument("--target", choices=["local", "cloud", "mock"], default="local")
     parser.add_argument("--spec", default=None)

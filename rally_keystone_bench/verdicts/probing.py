@@ -6,7 +6,7 @@ Both engines implement it (``driver/probers.RallyProber``,
 ``LoadRun``: where its report went, what the engine said, whether it was
 interrupted), which ``keystone-bench load`` summarizes; ``prober(rate,
 role)`` and ``prober.ramp(rates)`` run loads the same way and judge them as
-``capacity.Probe`` objects, which the capacity search reads.
+``probe_verdict.Probe`` objects, which the capacity search reads.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ import dataclasses
 from pathlib import Path
 from typing import Any, Protocol
 
-from rally_keystone_bench.verdicts.capacity import Probe
+from rally_keystone_bench.verdicts.probe_verdict import Probe
 
 
 @dataclasses.dataclass

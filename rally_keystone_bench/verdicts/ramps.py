@@ -1,5 +1,5 @@
 """Ramps of the capacity search: their rates, one step's part of a ramp's run, and the
-start rate and peak in flight of a run's iterations (a probe's or a step's).
+bracket a ramp's judged steps leave for N (:func:`ramp_bracket`).
 
 A ramp is one run whose rate rises step by step; each step is judged as a
 probe on the iterations due in it (:func:`step_workload`). Settings are the
@@ -10,15 +10,24 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
 
+from rally_keystone_bench.verdicts.keystone_side import CLIENT_BOUND
+from rally_keystone_bench.verdicts.probe_verdict import SLOPE, Probe
 from rally_keystone_bench.verdicts.results import Workload
 
 RAMP_STEPS = 16  # rates of the first bracketing ramp, from --low to --high
 REFINE_STEPS = 7  # rates of the second ramp, inside the first one's bracket
+# A ramp step degraded by a slope under this many times --max-slope bounds N only
+# when no later step failed harder (ramp_bracket).
+MARGINAL_SLOPE = 2.0
+
+
+def fmt(rate: float) -> str:
+    return f"{rate:g}"
 
 
 def step_workload(wl: Workload, begin: float, end: float) -> Workload:
@@ -99,24 +108,46 @@ def refine_rates(settings: Any, lo: float, hi: float) -> list[float]:
     return [r for r in ramp_rates(settings, lo, hi, REFINE_STEPS + 1) if r < hi - 1e-9]
 
 
-def peak_in_flight(started: Sequence[float], duration: Sequence[float]) -> int:
-    """The most iterations in flight at one instant."""
-    s = np.asarray(started, dtype=float)
-    if s.size == 0:
-        return 0
-    e = s + np.asarray(duration, dtype=float)
-    times = np.concatenate([s, e])
-    # at equal times an end comes before a start
-    steps = np.concatenate([np.ones(s.size, dtype=np.int64), -np.ones(e.size, dtype=np.int64)])
-    order = np.lexsort((steps, times))
-    return int(np.cumsum(steps[order]).max())
+def ramp_bracket(
+    steps: Sequence[Probe],
+    lo: float,
+    hi: float,
+    hi_probe: Probe | None,
+    max_slope: float,
+    say: Callable[[str], None],
+) -> tuple[float, float, Probe | None]:
+    """(lo, hi, the step that failed at hi) after one ramp's STEPS.
 
-
-def start_rate(started: Sequence[float], since: float | None = None) -> float | None:
-    """Iterations started per second: (starts - 1) / their span, from ``since`` on."""
-    s = np.sort(np.asarray(started, dtype=float))
-    if since is not None and int((s >= since).sum()) >= 2:
-        s = s[s >= since]
-    if s.size < 2 or s[-1] <= s[0]:
-        return None
-    return float((s.size - 1) / (s[-1] - s[0]))
+    A step failed by errors, saturation, or a slope of MARGINAL_SLOPE times
+    MAX_SLOPE or more bounds N. A step failed by a smaller slope (a few
+    seconds, about 30 requests, the workers at their limit: whole probes of
+    its rate may pass) bounds it only when no later step failed harder; else
+    whole probes decide up to that one (figures: doc/source/capacity.rst).
+    """
+    first_failed: Probe | None = None
+    for step in steps:
+        if step.verdict == CLIENT_BOUND:
+            say(f"ramp: {fmt(step.rps)} rps was {CLIENT_BOUND}: it does not bound N")
+            break
+        if step.passed:
+            if first_failed is None:
+                lo = max(lo, step.rps)
+            continue
+        if first_failed is None:
+            first_failed = step
+        marginal = (
+            step.verdict == SLOPE
+            and step.slope is not None
+            and step.slope < MARGINAL_SLOPE * max_slope
+        )
+        if not marginal:
+            if first_failed is not step:
+                say(
+                    f"ramp: {fmt(first_failed.rps)} rps was {SLOPE} only, by a slope "
+                    f"under {MARGINAL_SLOPE:g} times the limit, "
+                    f"{fmt(step.rps)} rps {step.verdict}: whole probes decide between them"
+                )
+            return lo, step.rps, step
+    if first_failed is not None:
+        return lo, first_failed.rps, first_failed
+    return lo, hi, hi_probe

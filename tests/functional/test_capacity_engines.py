@@ -16,6 +16,7 @@ import pytest
 
 from rally_keystone_bench import procstat, shipped
 from rally_keystone_bench.clients.tokens import TokenClient, UserAuth
+from rally_keystone_bench.driver import probe_args
 from rally_keystone_bench.driver import task as rally_task
 from rally_keystone_bench.driver.rally import keystone_spec
 from rally_keystone_bench.engines.locust import engine
@@ -221,7 +222,7 @@ def measure_both(keystone, tmp_path: Path, rate: float) -> None:
     def run_rally():
         try:
             rally["run"] = rally_task.start_task(
-                home, "both", shipped.probe_task_path(), cap.task_args(rates["rally"]),
+                home, "both", shipped.probe_task_path(), probe_args.task_args(cap, rates["rally"]),
                 tmp_path / "rally.log", config=home.quiet_config(), watch=watch,
             )  # fmt: skip
         except BaseException as exc:  # raised again in the test's thread

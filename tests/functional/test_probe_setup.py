@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from rally_keystone_bench import procstat, shipped
+from rally_keystone_bench.driver import probe_args
 from rally_keystone_bench.driver import task as rally_task
 from rally_keystone_bench.driver.rally import RallyHome, keystone_spec
 from rally_keystone_bench.verdicts import capacity, results
@@ -42,7 +43,7 @@ def test_a_validate_probe_issues_no_token_during_its_load(small_keystone, tmp_pa
         scenario="validate", low=RATE, high=RATE, warmup=WARMUP, window=WINDOW,
         max_slope=1e6, precision=1, abort_on_sla_failure=False,
     )  # fmt: skip
-    args = settings.task_args(RATE)
+    args = probe_args.task_args(settings, RATE)
     assert args["runner"] == "pooled_rps"
     run = rally_task.start_task(
         home, "probe", shipped.probe_task_path(), args,

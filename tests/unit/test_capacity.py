@@ -9,10 +9,10 @@ from pathlib import Path
 import pytest
 
 from rally_keystone_bench import cli, shipped
-from rally_keystone_bench.driver import targets
+from rally_keystone_bench.driver import probe_args, targets
 from rally_keystone_bench.report import capacity as capacity_report
 from rally_keystone_bench.verbs import capacity as capacity_verb
-from rally_keystone_bench.verdicts import capacity, results
+from rally_keystone_bench.verdicts import capacity, probe_verdict, results
 from rally_keystone_bench.verdicts.capacity import (
     ERRORS,
     GENERATOR,
@@ -104,7 +104,7 @@ def workload_of(data: list[dict], slope_ok: bool = True, detail: str = "slope") 
 
 def judged(rps: float, data: list[dict], max_concurrency: int = 1000, **sla) -> Probe:
     probe = Probe(1, "search", rps, planned=len(data), max_concurrency=max_concurrency)
-    return capacity.judge(probe, workload_of(data, **sla), SETTINGS)
+    return probe_verdict.judge(probe, workload_of(data, **sla), SETTINGS)
 
 
 def test_a_flat_probe_at_its_rate_passes_with_its_figures():
@@ -152,7 +152,7 @@ def test_every_slot_in_flight_is_keystone_saturated_not_the_generator():
 def test_slots_seen_full_while_running_is_saturated():
     # the probe was stopped when every slot was in flight: the report alone may not show it
     probe = Probe(1, "search", 100, planned=4000, max_concurrency=500, slots_full=True)
-    p = capacity.judge(probe, workload_of(open_loop(60, 12, lambda t: 0.5)), SETTINGS)
+    p = probe_verdict.judge(probe, workload_of(open_loop(60, 12, lambda t: 0.5)), SETTINGS)
     assert p.verdict == SATURATED
     assert p.stopped_early
 
@@ -289,12 +289,12 @@ def test_probe_rates_stay_on_the_grid_and_inside_the_range():
 
 
 def test_task_args_size_the_probe():
-    args = SETTINGS.task_args(50)
+    args = probe_args.task_args(SETTINGS, 50)
     assert args["times"] == 2000
     assert args["min_iterations"] == 30
     assert args["max_concurrency"] == 250
-    assert SETTINGS.task_args(1)["min_iterations"] == 15
-    assert SETTINGS.task_args(1)["max_concurrency"] == 20
+    assert probe_args.task_args(SETTINGS, 1)["min_iterations"] == 15
+    assert probe_args.task_args(SETTINGS, 1)["max_concurrency"] == 20
 
 
 # -- reports -------------------------------------------------------------------------
@@ -344,7 +344,7 @@ def test_the_probe_task_runs_the_chosen_runner(runner):
 
     settings = capacity.Settings("validate", 1, 100, 10, 30, 0.01, 1, runner=runner)
     text = jinja2.Environment().from_string(probe_task_path().read_text())
-    task = yaml.safe_load(text.render(**settings.task_args(40)))
+    task = yaml.safe_load(text.render(**probe_args.task_args(settings, 40)))
     (subtask,) = task["subtasks"]
     assert subtask["runner"] == {runner: {"rps": 40, "times": 1600, "max_concurrency": 200}}
     assert subtask["sla"]["latency_slope"]["action"] == "keystone.validate_token"
@@ -369,10 +369,11 @@ def test_the_probe_task_takes_an_ldap_domains_users_when_given_one():
 
     settings = capacity.Settings("authenticate", 1, 100, 10, 30, 0.01, 1)
     text = jinja2.Environment().from_string(probe_task_path().read_text())
-    (ldap,) = yaml.safe_load(text.render(**settings.task_args(40), ldap_domain="LDAP"))["subtasks"]
+    args = probe_args.task_args(settings, 40)
+    (ldap,) = yaml.safe_load(text.render(**args, ldap_domain="LDAP"))["subtasks"]
     assert ldap["contexts"]["keystone_users"]["existing"] is True
     assert ldap["contexts"]["keystone_users"]["domain"] == "LDAP"
-    (sql,) = yaml.safe_load(text.render(**settings.task_args(40)))["subtasks"]
+    (sql,) = yaml.safe_load(text.render(**probe_args.task_args(settings, 40)))["subtasks"]
     assert "existing" not in sql["contexts"]["keystone_users"]
 
 
@@ -484,7 +485,7 @@ def test_each_step_of_a_ramp_is_judged_on_its_own_iterations():
         part = capacity.step_workload(wl, zero + lo - 0.5 / rate, zero + hi - 0.5 / rate)
         assert part.iterations == rate * 5  # its own, none of the neighbours'
         probe = Probe(1, "ramp", rate, planned=rate * 5, max_concurrency=s.ramp_slots(rate))
-        capacity.judge(probe, part, Settings("validate", 1, 200, 0, 30, 0.01, 1))
+        probe_verdict.judge(probe, part, Settings("validate", 1, 200, 0, 30, 0.01, 1))
         verdicts.append(probe.verdict)
         assert probe.sent_rate == pytest.approx(rate)
     assert verdicts == [OK, OK, SLOPE]
@@ -504,7 +505,7 @@ def test_the_ramp_task_runs_pooled_rps_through_the_steps_without_a_slope_sla():
     import yaml
 
     text = jinja2.Environment().from_string(shipped.probe_task_path().read_text())
-    args = RAMPED.ramp_task_args([1, 15, 29])
+    args = probe_args.ramp_task_args(RAMPED, [1, 15, 29])
     (subtask,) = yaml.safe_load(text.render(**args))["subtasks"]
     runner = subtask["runner"]["pooled_rps"]
     # 1 rps holds its step for 30 s: the slope test's 30 requests
@@ -514,7 +515,7 @@ def test_the_ramp_task_runs_pooled_rps_through_the_steps_without_a_slope_sla():
 
 
 def test_the_watcher_holds_a_ramp_to_each_steps_rate_and_slots():
-    task_args = RAMPED.ramp_task_args([10, 20])
+    task_args = probe_args.ramp_task_args(RAMPED, [10, 20])
     w = capacity_verb.ProbeWatcher(
         task_args, True, print, 1, task_args["times"],
         steps=RAMPED.ramp_steps([10, 20]), slots_for=RAMPED.ramp_slots,
@@ -594,7 +595,7 @@ def test_a_ramp_step_marginally_degraded_by_its_slope_does_not_bound_n_below_a_h
     assert [(p.role, p.rps) for p in out.probes if not p.role.startswith("ramp")] == [
         ("search", 7), ("search", 8), ("confirm N", 7), ("confirm N+1", 8),
     ]  # fmt: skip
-    assert "ramp: N in [5, 9] rps" in said
+    assert "ramp: N in [5, 9) rps" in said
     assert any("7 rps was degraded (slope) only, by a slope under 2 times" in s for s in said)
 
 
@@ -609,7 +610,7 @@ def test_a_ramp_step_clearly_degraded_by_its_slope_still_bounds_n():
     ramp = _scripted_ramp(model, second, first)
     out = find_capacity(RAMPED, model, say=said.append, ramp=ramp)
     assert out.n == 23 and out.confirmed
-    assert "ramp: N in [23, 25] rps" in said
+    assert "ramp: N in [23, 25) rps" in said
     assert [(p.role, p.rps) for p in out.probes if not p.role.startswith("ramp")] == [
         ("search", 24), ("confirm N", 23), ("confirm N+1", 24),
     ]  # fmt: skip

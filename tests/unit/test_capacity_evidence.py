@@ -8,7 +8,8 @@ quiet machine, and N comes with its spread.
 
 from __future__ import annotations
 
-from rally_keystone_bench.verdicts import capacity, cpu, keystone_side
+from rally_keystone_bench.driver import probe_args
+from rally_keystone_bench.verdicts import capacity, cpu, keystone_side, probe_verdict
 from rally_keystone_bench.verdicts.capacity import (
     CLIENT_BOUND,
     OK,
@@ -51,7 +52,7 @@ def test_flat_server_times_and_growing_client_waits_are_generator_or_setup_bound
     reference = side(log(5, 10, 0.02))
     step = side(log(20, 10, 0.025))  # flat, workers 2.5 % busy
     probe = Probe(1, "ramp 5/16", 20, verdict=SATURATED, reason="the slowest took 18.2 s", p95=4.0)
-    capacity.judge_keystone_side(probe, step, reference)
+    probe_verdict.judge_keystone_side(probe, step, reference)
     assert probe.verdict == CLIENT_BOUND and not probe.passed
     assert "Keystone's times stayed flat while the client's waits grew" in probe.reason
     assert "by the client alone: degraded (saturated)" in probe.reason
@@ -63,7 +64,7 @@ def test_a_keystone_whose_workers_are_full_stays_saturated_though_its_times_are_
     reference = side(log(5, 10, 0.02))
     step = side(log(100, 10, 0.02, workers=2))  # 20 server seconds a second over 2 workers
     probe = Probe(1, "search", 100, verdict=SATURATED, reason="slots", p95=3.0)
-    capacity.judge_keystone_side(probe, step, reference)
+    probe_verdict.judge_keystone_side(probe, step, reference)
     assert probe.verdict == SATURATED
     assert "2 worker(s) 100% busy" in probe.reason
 
@@ -72,7 +73,7 @@ def test_a_keystone_that_answers_slower_itself_stays_degraded():
     reference = side(log(5, 10, 0.02))
     step = side(log(20, 10, 0.4))  # server p95 20x the reference's
     probe = Probe(1, "search", 20, verdict=SLOPE, reason="latency slope", p95=2.0)
-    capacity.judge_keystone_side(probe, step, reference)
+    probe_verdict.judge_keystone_side(probe, step, reference)
     assert probe.verdict == SLOPE
 
 
@@ -80,7 +81,7 @@ def test_workers_busy_with_token_issues_the_validate_probe_did_not_send_are_setu
     reference = side(log(5, 10, 0.02))
     step = side(log(10, 10, 0.02) + log(6, 10, 0.3, method="POST"))  # 18 s of bcrypt over 2
     probe = Probe(1, "ramp 4/16", 10, verdict=SATURATED, reason="slowest 18.2 s", p95=18.2)
-    capacity.judge_keystone_side(probe, step, reference)
+    probe_verdict.judge_keystone_side(probe, step, reference)
     assert probe.verdict == CLIENT_BOUND
     assert probe.reason.startswith("setup-bound: Keystone's workers spent 90% of their time")
     assert probe.setup_requests == 60
@@ -88,7 +89,7 @@ def test_workers_busy_with_token_issues_the_validate_probe_did_not_send_are_setu
 
 def test_without_an_access_log_the_clients_verdict_stands():
     probe = Probe(1, "search", 60, verdict=SLOPE, reason="latency slope", p95=2.0)
-    capacity.judge_keystone_side(probe, None, None)
+    probe_verdict.judge_keystone_side(probe, None, None)
     assert probe.verdict == SLOPE and probe.reason == "latency slope"
 
 
@@ -129,7 +130,7 @@ def test_ramp_steps_hold_enough_requests_for_the_slope_and_say_so():
     steps = RAMPED.ramp_steps([1, 3, 15, 29])
     assert [s for _, s in steps] == [40.0, 10.0, 5.0, 5.0]  # 30 s of 1 rps after the warm-up
     assert all(rate * s >= capacity.MIN_STEP_REQUESTS for rate, s in steps[1:])
-    text = RAMPED.describe_ramp([1, 3, 15, 29])
+    text = probe_args.describe_ramp(RAMPED, [1, 3, 15, 29])
     assert text == (
         "5 s a step and 30 requests at least for the slope; 30 s at 1, 10 s at 3, "
         "after 10 s of warm-up"

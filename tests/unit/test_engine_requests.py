@@ -26,6 +26,7 @@ from rally_keystone_bench import shipped
 from rally_keystone_bench.clients import pool
 from rally_keystone_bench.clients.session import DirectSession
 from rally_keystone_bench.clients.tokens import TokenClient
+from rally_keystone_bench.driver import probe_args
 from rally_keystone_bench.engines.locust import calls, setup
 from rally_keystone_bench.engines.locust import samples as sm
 from rally_keystone_bench.plugins.scenarios import tokens as scenarios
@@ -62,7 +63,7 @@ def probe_workload(scenario: str) -> tuple[str, dict]:
     settings = capacity.Settings(
         scenario=scenario, low=5, high=5, warmup=5, window=30, max_slope=1e6, precision=1
     )
-    args = settings.task_args(5)
+    args = probe_args.task_args(settings, 5)
     text = api._Task(None).render_template(path.read_text(), str(path.parent), **args)
     ((name, args),) = yaml.safe_load(text)["subtasks"][0]["scenario"].items()
     return name, args

@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from rally_keystone_bench import cli
-from rally_keystone_bench.driver import targets
+from rally_keystone_bench.driver import probe_args, targets
 from rally_keystone_bench.driver import task as rally_task
 from rally_keystone_bench.driver.probers import RallyProber
 from rally_keystone_bench.engines.locust import engine
@@ -179,8 +179,8 @@ def test_a_rally_probe_and_a_load_are_the_same_run(tmp_path, monkeypatch):
     probe = prober(10, "search")
     assert probe.report == str(tmp_path / "probe-01-10rps.json")
     assert probe.stopped_for == "an iteration failed" and probe.task_uuid == "u-1"
-    (load_args, _, _), (probe_args, log_path, kw) = seen
-    assert load_args == probe_args == SETTINGS.task_args(10)
+    (load_args, _, _), (probe_task_args, log_path, kw) = seen
+    assert load_args == probe_task_args == probe_args.task_args(SETTINGS, 10)
     assert log_path.name == "probe-01-10rps.rally.log"
     assert kw["extra"] == ["--abort-on-sla-failure"]
 

@@ -4,7 +4,7 @@
 report at REPORT (``keystone-bench load``; the interface is
 verdicts/probing.Prober, driver/probers has Rally's). ``LocustProber(rate,
 role)`` runs ``warmup + window`` seconds at RATE the same way and judges the
-report with capacity.judge, as a Rally probe is judged; the
+report with probe_verdict.judge, as a Rally probe is judged; the
 warm-up is cut from the Locust report already, so the judge sees no
 warm-up. ``LocustProber.ramp(rates)`` runs the rates one after the other in
 one load (the first step also carries the warm-up) and judges each step on
@@ -26,7 +26,7 @@ from typing import Any
 from rally_keystone_bench.engines.locust import engine, schedule, setup
 from rally_keystone_bench.engines.locust import samples as sm
 from rally_keystone_bench.errors import BenchError
-from rally_keystone_bench.verdicts import capacity, results
+from rally_keystone_bench.verdicts import capacity, probe_verdict, results
 from rally_keystone_bench.verdicts.capacity import fmt
 from rally_keystone_bench.verdicts.probing import LoadRun
 
@@ -110,7 +110,7 @@ class LocustProber:
         run = self._load(f"probe-{k:02d}-{fmt(rps)}rps", rate=rps, users=users)
         (wl,) = results.load(run.report)
         probe.report = str(run.report)
-        capacity.judge(probe, wl, dataclasses.replace(s, warmup=0.0))
+        probe_verdict.judge(probe, wl, dataclasses.replace(s, warmup=0.0))
         probe.planned = s.times(rps) - int(math.floor(rps * s.warmup + 1e-9))
         probe.elapsed = time.monotonic() - t0
         self._said(probe)
@@ -160,7 +160,7 @@ class LocustProber:
             if not mine:  # every worker stopped before this step: degraded earlier
                 break
             (wl,) = results.from_report(report, f"ramp step {i + 1}")
-            capacity.judge(probe, wl, dataclasses.replace(s, warmup=0.0))
+            probe_verdict.judge(probe, wl, dataclasses.replace(s, warmup=0.0))
             probe.report = str(run.report)
             probe.elapsed = (time.monotonic() - t0) if i == len(rates) - 1 else 0.0
             out.append(probe)
