@@ -362,7 +362,14 @@ def _walk(search: _Search, prediction: knee.Prediction) -> _Walk:
     rate = min(max(prediction.n, s.low), s.high)
     p = search.run(rate, "predicted N")
     up = p.passed
-    for _ in range(WALK_PROBES - 1):
+    for step in range(WALK_PROBES - 1):
+        if step == 1:  # the plan held the predicted rate and one step from it
+            way = "up" if up else "down"
+            search.expect(
+                WALK_PROBES - 2,
+                f"{fmt(prediction.n)} rps was not the edge: walking {way} a step at a time, "
+                f"{WALK_PROBES} probes at most",
+            )
         if p.verdict in LOWER_BOUNDS:
             why = f"{fmt(p.rps)} rps was {p.verdict}"
             return _Walk(search.passed_below(p.rps), p.rps, p, False, why)

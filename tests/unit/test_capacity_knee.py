@@ -1,0 +1,237 @@
+"""The capacity search that walks from the knee Keystone's busy time predicts (issue 46).
+
+The prediction is checked on probe evidence recorded on this project's
+test machines (doc/source/capacity.rst, the issue); the search on a
+modelled Keystone whose workers follow the utilization law, and on one
+whose capacity falls as the load rises, where the prediction misses and
+the search must fall back to bisection and say so.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from rally_keystone_bench import cli
+from rally_keystone_bench.driver import probers, targets
+from rally_keystone_bench.verdicts import capacity, knee
+from rally_keystone_bench.verdicts.capacity import OK, SATURATED, SLOPE, Probe, Settings
+
+SEARCH = Settings("validate", 1, 200, 10, 30, 0.01, 1, ramp=True, predict=True)
+
+
+def evidence(rows) -> list[Probe]:
+    """Probes of (rate, verdict, workers' busy share) rows, as capacity.json records them."""
+    return [
+        Probe(i + 1, "ramp", rate, verdict=verdict, sent_rate=rate, server_busy=busy)
+        for i, (rate, verdict, busy) in enumerate(rows)
+    ]
+
+
+# -- the prediction on recorded evidence -------------------------------------------
+def test_password_tokens_recorded_on_two_workers_predict_the_n_the_search_found():
+    # doc/source/capacity.rst, the idle Intel Xeon: authenticate, N = 7 confirmed
+    probes = evidence(
+        [
+            (1, OK, 0.14), (15, SATURATED, 1.01), (29, SATURATED, 1.02),
+            (3, OK, 0.42), (5, OK, 0.70), (7, SLOPE, 1.00), (6, OK, 0.87),
+        ]
+    )  # fmt: skip
+    p = knee.predict(probes, SEARCH)
+    assert p is not None
+    assert p.saturation == pytest.approx(7.1, abs=0.1)
+    assert p.n == 7
+    assert [rate for rate, _ in p.evidence] == [1, 3, 5, 6]  # the degraded steps say nothing
+    assert "saturate near 7.1 rps" in p.describe()
+
+
+def test_validations_recorded_in_the_issue_predict_23_where_the_search_found_22_to_23():
+    # issue 46, the idle 2-core EPYC: 15 rps with the workers 64 % busy, 19 rps 78 %
+    p = knee.predict(evidence([(15, OK, 0.64), (19, OK, 0.78)]), SEARCH)
+    assert p is not None and p.saturation == pytest.approx(23.9, abs=0.1)
+    assert p.n == 23
+
+
+def test_no_prediction_without_a_passing_probe_busy_enough_to_time():
+    assert knee.predict(evidence([(1, OK, 0.02), (14, SLOPE, 0.9)]), SEARCH) is None
+    assert knee.predict(evidence([(1, OK, None)]), SEARCH) is None
+    # on the grid and inside the range
+    narrow = Settings("validate", 10, 20, 10, 30, 0.01, 4, ramp=True, predict=True)
+    assert knee.predict(evidence([(10, OK, 0.5)]), narrow).n == 18  # 20 rps bound -> 18
+    assert knee.predict(evidence([(1, OK, 0.01 * 1.0 + 0.1)]), narrow).n == 10
+
+
+# -- the search on modelled Keystones -----------------------------------------------
+class LawModel:
+    """A Keystone of WORKERS workers spending DEMAND(rate) seconds a request: its workers
+    are rate * demand / workers busy; a rate degrades once they would be busier than
+    FULL. With a constant demand the prediction is right; a demand that grows with the
+    load is a capacity that changes with it, and the prediction made at low rates misses.
+    """
+
+    def __init__(self, demand, workers=2, full=0.97, plan=None):
+        self.demand, self.workers, self.full = demand, workers, full
+        self.probes: list[Probe] = []
+        self.ramps: list[list[float]] = []
+        self.plan = plan
+        self.count = 0
+        self.said_about: list[tuple[int, int]] = []  # (probe k, "of about" M) as printed
+
+    def busy(self, rate):
+        return rate * self.demand(rate) / self.workers
+
+    def judged(self, number, role, rate):
+        busy = self.busy(rate)
+        verdict = OK if busy <= self.full else (SATURATED if busy > 1.1 else SLOPE)
+        return Probe(
+            number, role, rate, verdict=verdict, sent_rate=rate, server_busy=min(busy, 1.0)
+        )
+
+    def _count(self):
+        self.count += 1
+        if self.plan is not None:
+            self.said_about.append((self.count, self.plan.about))
+
+    def __call__(self, rate, role):
+        self._count()
+        p = self.judged(self.count, role, rate)
+        self.probes.append(p)
+        return p
+
+    def ramp(self, rates):
+        self._count()
+        self.ramps.append(list(rates))
+        out = []
+        for i, rate in enumerate(rates):
+            out.append(self.judged(self.count, f"ramp {i + 1}/{len(rates)}", rate))
+            if not out[-1].passed:
+                break
+        self.probes.append(out[-1])
+        return out
+
+
+def search(model, settings=SEARCH):
+    said: list[str] = []
+    plan = capacity.Plan(capacity.estimated_probes(settings))
+    model.plan = plan
+    out = capacity.find_capacity(settings, model, say=said.append, ramp=model.ramp, plan=plan)
+    return out, said, plan
+
+
+def test_a_right_prediction_confirms_n_with_one_ramp_and_two_whole_probes():
+    model = LawModel(lambda rate: 0.08)  # 2 workers, 80 ms: saturated at 25 rps
+    out, said, plan = search(model)
+    assert out.status == "found" and out.confirmed and out.n == 24
+    whole = [(p.role, p.rps, p.verdict) for p in out.probes if not p.role.startswith("ramp")]
+    assert whole == [("predicted N", 25, SLOPE), ("confirm N", 24, OK)]
+    assert len(model.ramps) == 1 and model.count == 3 == plan.about
+    assert not plan.reasons and not any(line.startswith("plan:") for line in said)
+    assert out.message == "N = 24 rps; 25 rps is degraded (slope)"
+    assert out.prediction.startswith("predicted 25 rps (saturation near 25.0 rps): N found")
+    assert any(line.startswith("predicted: Keystone's workers were") for line in said)
+
+
+def test_a_prediction_one_step_low_walks_up_and_confirms_there():
+    model = LawModel(lambda rate: 0.08, full=1.0)  # 25 rps passes: N is the bound itself
+    out, _, _ = search(model)
+    assert out.n == 25 and out.confirmed
+    whole = [(p.role, p.rps) for p in out.probes if not p.role.startswith("ramp")]
+    assert whole == [("predicted N", 25), ("confirm N+1", 26)]
+
+
+def test_a_capacity_that_falls_with_the_load_makes_the_prediction_miss_and_bisection_find_n():
+    # 80 ms a request up to 15 rps (the ramp's passing steps predict 25 rps), then
+    # contention: each request costs more the more arrive; it degrades above 16 rps
+    def demand(rate):
+        return 0.08 if rate <= 15 else 0.08 + 0.02 * (rate - 15)
+
+    model = LawModel(demand)
+    out, said, plan = search(model)
+    true_n = max(r for r in range(1, 40) if model.busy(r) <= model.full)
+    assert true_n == 16
+    assert out.status == "found" and out.n == true_n and out.confirmed
+    walked = [p.rps for p in out.probes if p.role in ("predicted N", "confirm N")][:4]
+    assert walked == [25, 24, 23, 22]  # the walk: WALK_PROBES from the prediction
+    missed = [line for line in said if line.startswith("the prediction missed")]
+    assert missed == [
+        "the prediction missed (22 rps still degraded after 4 probes from 25 rps): "
+        "bisecting [15, 22) rps as without one"
+    ]
+    assert "missed (22 rps still degraded), found by bisection" in out.prediction
+    assert [p.rps for p in out.probes[-2:]] == [16, 17]  # N and N+1 confirmed
+    # the plan grew, each time with a reason said, and never lagged the probe count
+    grown = [line for line in said if line.startswith("plan: about")]
+    assert grown and len(grown) == len(plan.reasons)
+    assert grown == [
+        "plan: about 5 probes now: 25 rps was not the edge: walking down a step at a time, "
+        "4 probes at most",
+        "plan: about 10 probes now: the prediction missed: bisection and two confirmations",
+    ]
+    assert all(k <= about for k, about in model.said_about)
+    assert plan.about >= model.count
+
+
+def test_a_capacity_that_rises_past_the_prediction_walks_up_then_bisects_above():
+    # requests get cheaper under load (batched commits, warm caches): 40 rps passes
+    model = LawModel(lambda rate: 0.08 if rate <= 15 else 0.05)
+    out, said, _ = search(model)
+    assert out.n == 38 and out.confirmed  # 2 workers at 50 ms, 97 % busy
+    assert any(
+        line.startswith("the prediction missed (35 rps still passed after 4 probes from 32")
+        for line in said
+    )
+
+
+def test_without_keystone_side_figures_the_search_says_so_and_runs_as_before():
+    class Blind(LawModel):
+        def judged(self, number, role, rate):
+            p = super().judged(number, role, rate)
+            p.server_busy = None
+            return p
+
+    out, said, plan = search(Blind(lambda rate: 0.08))
+    assert out.n == 24 and out.confirmed and out.prediction is None
+    assert "no prediction: Keystone's busy time was not measured (no access log)" in said
+    assert plan.reasons[0].startswith("no prediction: a finer ramp")
+
+
+def test_the_plan_of_a_predicted_search_is_the_ramp_and_two_probes():
+    assert capacity.estimated_probes(SEARCH) == 3
+    assert capacity.estimated_probes(Settings("validate", 1, 200, 10, 30, 0.01, 1, ramp=True)) == 5
+    plan = capacity.Plan(3)
+    assert plan.grow(3, "nothing") is None and plan.about == 3
+    assert plan.grow(5, "a reason") == "plan: about 5 probes now: a reason"
+    assert plan.grow(4, "smaller") is None and plan.about == 5 and plan.reasons == ["a reason"]
+
+
+# -- the interval, in order -----------------------------------------------------------
+def test_the_interval_reads_ok_then_degraded_even_when_a_lower_rate_failed_once():
+    # issue 46: a ramp step at 21 rps "degraded (slope)" while 23, 25 and 27 passed
+    probes = evidence([(15, OK, 0.6), (21, SLOPE, 0.8), (23, OK, 0.9), (25, OK, 0.9)])
+    probes += evidence([(27, OK, 0.95), (29, SATURATED, 1.0)])
+    assert capacity.interval(probes) == (27, 29, [21])
+    assert probers.so_far(probes) == (
+        "N in [27, 29) rps so far (21 rps did not pass once, below it)"
+    )
+    assert probers.so_far(probes[:1]) == "N >= 15 rps so far"
+    assert probers.so_far(evidence([(9, SLOPE, 1.0)])) == "N < 9 rps so far"
+    ok, degraded, _ = capacity.interval(probes)
+    assert ok < degraded
+
+
+# -- the option ---------------------------------------------------------------------
+@pytest.mark.parametrize(
+    "argv, reason",
+    [
+        (["--target", "mock", "--predict"], "--predict reads a local Keystone's access log"),
+        (["--engine", "locust", "--predict"], "it needs --target local and --engine rally"),
+        (["--no-ramp", "--predict"], "--predict reads the ramp's Keystone-side figures"),
+    ],
+)
+def test_predict_where_it_cannot_work_exits_2_before_any_load(argv, reason, capsys, monkeypatch):
+    def no_target(*a, **k):  # pragma: no cover - reached only by a defect
+        raise AssertionError("a target was prepared for bad input")
+
+    monkeypatch.setattr(targets, "prepared_env", no_target)
+    code = cli.main(["capacity", "--scenario", "validate", *argv, "--reports-dir", "/nonexistent"])
+    assert code == 2
+    assert reason in capsys.readouterr().err
