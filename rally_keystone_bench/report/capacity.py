@@ -157,19 +157,33 @@ def sent_against_target_svg(probes: Sequence[Probe]) -> str:
     )
 
 
-def n_pair_svgs(probes: Sequence[Probe], action: str | None) -> list[str]:
+def n_pair(probes: Sequence[Probe], n: float | None) -> list[Probe]:
+    """The last whole probe that passed at N and the last that did not at the lowest rate
+    above N: the confirmations, or the walk's probes at the predicted knee."""
+    whole = [p for p in probes if not p.role.startswith("ramp") and p.report]
+    if n is None:
+        return []
+    pair = [p for p in whole if abs(p.rps - n) < 1e-6 and p.passed][-1:]
+    above = [p for p in whole if p.rps > n + 1e-6 and not p.passed]
+    if above:
+        lowest = min(p.rps for p in above)
+        pair += [p for p in above if p.rps == lowest][-1:]
+    return pair
+
+
+def n_pair_svgs(probes: Sequence[Probe], action: str | None, n: float | None) -> list[str]:
     """Latency over time of the probes at N and at N + 1, side by side.
 
     The ISP RAS paper's figures 1 to 3: one request per second more, and the
-    latency turns upward. Drawn from each confirming probe's Rally report.
+    latency turns upward. Drawn from each of the two probes' Rally reports.
     """
     from rally_keystone_bench.report.render import latency_fit
     from rally_keystone_bench.verdicts import results
 
     out = []
-    for role in ("confirm N", "confirm N+1"):
-        probe = next((p for p in reversed(probes) if p.role == role and p.report), None)
-        if probe is None or not Path(probe.report).is_file():
+    for probe in n_pair(probes, n):
+        role = probe.role
+        if not Path(probe.report).is_file():
             continue
         workloads = results.load(probe.report)
         if not workloads or not workloads[0].iterations:
@@ -190,7 +204,7 @@ def render_html(summary: dict[str, Any], probes: Sequence[Probe], n: float | Non
     charts = [
         Markup(latency_against_rate_svg(probes, n)),
         Markup(sent_against_target_svg(probes)),
-        *(Markup(c) for c in n_pair_svgs(probes, summary.get("action"))),
+        *(Markup(c) for c in n_pair_svgs(probes, summary.get("action"), n)),
     ]
     return environment().get_template("capacity.html.j2").render(s=summary, charts=charts)
 

@@ -235,3 +235,17 @@ def test_predict_where_it_cannot_work_exits_2_before_any_load(argv, reason, caps
     code = cli.main(["capacity", "--scenario", "validate", *argv, "--reports-dir", "/nonexistent"])
     assert code == 2
     assert reason in capsys.readouterr().err
+
+
+def test_the_report_draws_n_and_n_plus_1_from_the_walks_probes_too():
+    from rally_keystone_bench.report import capacity as capacity_report
+
+    model = LawModel(lambda rate: 0.08)
+    out, _, _ = search(model)
+    for p in out.probes:
+        p.report = "probe.json"
+    pair = capacity_report.n_pair(out.probes, out.n)
+    assert [(p.role, p.rps, p.passed) for p in pair] == [
+        ("confirm N", 24, True),
+        ("predicted N", 25, False),
+    ]
