@@ -249,3 +249,30 @@ def test_the_report_draws_n_and_n_plus_1_from_the_walks_probes_too():
         ("confirm N", 24, True),
         ("predicted N", 25, False),
     ]
+
+
+def test_every_probe_of_a_search_on_a_local_keystone_names_one_users_tag():
+    import argparse
+
+    import jinja2
+    import yaml
+
+    from rally_keystone_bench.driver import probe_args
+    from rally_keystone_bench.shipped import probe_task_path
+    from rally_keystone_bench.verbs import capacity as capacity_verb
+
+    local = argparse.Namespace(target="local")
+    tag = capacity_verb.users_tag(local, {})
+    assert tag.startswith("capacity-") and tag != capacity_verb.users_tag(local, {})
+    assert capacity_verb.users_tag(argparse.Namespace(target="cloud"), {}) is None
+    assert capacity_verb.users_tag(local, {"ldap_domain": "LDAP"}) is None
+    text = jinja2.Environment().from_string(probe_task_path().read_text())
+    for args in (
+        probe_args.task_args(SEARCH, 40, tag),
+        probe_args.ramp_task_args(SEARCH, [1, 9], tag),
+    ):
+        (sub,) = yaml.safe_load(text.render(**args))["subtasks"]
+        assert sub["contexts"]["keystone_users"]["reuse"] == tag
+        assert "token_pool" in sub["contexts"]  # validate: its pool is still per probe
+    (sub,) = yaml.safe_load(text.render(**probe_args.task_args(SEARCH, 40)))["subtasks"]
+    assert "reuse" not in sub["contexts"]["keystone_users"]
