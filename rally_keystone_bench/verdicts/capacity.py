@@ -355,11 +355,11 @@ class _Walk:
     why: str = ""
 
 
-def _walk(search: _Search, prediction: knee.Prediction) -> _Walk:
-    """Whole probes from the predicted rate, one grid step at a time (WALK_PROBES at most):
-    down while they degrade, up while they pass, until a rate passes and the next fails."""
+def _walk(search: _Search, prediction: knee.Prediction, start: float) -> _Walk:
+    """Whole probes from START, one grid step at a time (WALK_PROBES at most): down while
+    they degrade, up while they pass, until a rate passes and the next fails."""
     s, eps = search.settings, search.eps
-    rate = min(max(prediction.n, s.low), s.high)
+    rate = start
     p = search.run(rate, "predicted N")
     up = p.passed
     for step in range(WALK_PROBES - 1):
@@ -396,6 +396,17 @@ def _walk(search: _Search, prediction: knee.Prediction) -> _Walk:
     return _Walk(search.passed_below(rate), rate, p, False, f"{fmt(rate)} rps still degraded")
 
 
+def _start(
+    prediction: knee.Prediction, lo: float, hi: float, hi_probe: Probe | None, settings: Settings
+) -> float:
+    """The walk's first rate: the predicted one, inside the ramp's bracket when a step
+    failed there by errors or saturation (a slope step is weaker evidence: not held to)."""
+    rate = min(max(prediction.n, settings.low, lo), settings.high)
+    if hi_probe is not None and hi_probe.verdict in (ERRORS, SATURATED):
+        rate = max(settings.low, min(rate, round(hi - settings.precision, 6)))
+    return rate
+
+
 def find_capacity(
     settings: Settings,
     probe: Callable[[float, str], Probe],
@@ -418,7 +429,7 @@ def find_capacity(
     if prediction is None:
         return _bisect_and_confirm(search, lo, hi, hi_probe)
     say(f"predicted: {prediction.describe()}")
-    walk = _walk(search, prediction)
+    walk = _walk(search, prediction, _start(prediction, lo, hi, hi_probe, settings))
     held = f"predicted {fmt(prediction.n)} rps (saturation near {prediction.saturation:.1f} rps)"
     if walk.hit:
         out = _outcome(walk.lo, walk.hi_probe, True, settings, search.probes)

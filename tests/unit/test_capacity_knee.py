@@ -276,3 +276,18 @@ def test_every_probe_of_a_search_on_a_local_keystone_names_one_users_tag():
         assert "token_pool" in sub["contexts"]  # validate: its pool is still per probe
     (sub,) = yaml.safe_load(text.render(**probe_args.task_args(SEARCH, 40)))["subtasks"]
     assert "reuse" not in sub["contexts"]["keystone_users"]
+
+
+def test_the_walk_starts_inside_the_ramps_bracket_when_a_step_failed_hard():
+    # the ramp passed 15 rps at 30 % busy (a 50 rps bound) but saturated at 29
+    class Cheap(LawModel):
+        def judged(self, number, role, rate):
+            p = super().judged(number, role, rate)
+            if rate == 15:
+                p.server_busy = 0.3
+            return p
+
+    out, _, _ = search(Cheap(lambda rate: 0.08))
+    whole = [(p.role, p.rps) for p in out.probes if not p.role.startswith("ramp")]
+    assert whole[0] == ("predicted N", 28)  # not 50: 29 rps saturated in the ramp
+    assert out.n == 24
