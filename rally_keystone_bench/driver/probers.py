@@ -206,6 +206,11 @@ class RallyProber:
         workloads = results.load(json_path)
         if not workloads:
             raise BenchError(f"{what} ran no workload (a context failed?); see {log_path}")
+        if workloads[0].iterations == 0 and not run.stopped_for:
+            # a context's setup failed (seen: token_pool's issues timing out on a machine
+            # at load 24): nothing ran, so nothing can be judged
+            why = context_failure(log_path)
+            raise BenchError(f"{what} ran no iteration: {why}; see {log_path}")
         return run, json_path, workloads[0]
 
     def _sampling(self) -> contextlib.AbstractContextManager:
@@ -338,6 +343,16 @@ class RallyProber:
         if out:
             out[-1].elapsed = time.monotonic() - t0
         return out
+
+
+def context_failure(log_path: Path) -> str:
+    """Rally's one line on a context that failed to set up, from its task log (or a guess)."""
+    marker = "ContextSetupFailure: "
+    with contextlib.suppress(OSError):
+        for line in log_path.read_text(errors="replace").splitlines():
+            if marker in line:
+                return line.split(marker, 1)[1].strip()[:300]
+    return "a context failed to set up?"
 
 
 def so_far(probes: list[capacity.Probe]) -> str:

@@ -203,3 +203,29 @@ def test_a_locust_probe_is_a_load_kept_in_its_own_directory(tmp_path, monkeypatc
     fake_locust(monkeypatch, [], error="worker w1 was lost")
     with pytest.raises(BenchError, match=r"^probe-02-10rps: worker w1 was lost$"):
         prober(10, "search")
+
+
+def test_a_ramp_whose_context_failed_says_which_in_one_line(tmp_path, monkeypatch):
+    """Seen on a machine at load 24: token_pool's token issues timed out, the ramp ran no
+    iteration, and the search died on an empty array ("unexpected error")."""
+    failure = (
+        "2026-11-29 02:53:34.489 29769 ERROR rally.task.engine [-] Unexpected exception "
+        "during the workload execution: rally.exceptions.ContextSetupFailure: Unable to "
+        "setup context 'token_pool': 'issue a project-scoped token: timed out'\n"
+    )
+
+    def start_task(home, env, task_file, task_args, log_path, **kw):
+        log_path.write_text(failure)
+        run = rally_task.TaskRun(home, task_file, log_path)
+        run.uuid, run.rc = "u-1", 1
+        return run
+
+    monkeypatch.setattr(rally_task, "start_task", start_task)
+    empty = json.dumps(synthetic.report([synthetic.workload([], "KeystoneTokens.validate")]))
+    prober = RallyProber(FakeHome(empty), "e", SETTINGS, tmp_path)
+    with pytest.raises(BenchError) as err:
+        prober.ramp([1, 15, 29])
+    assert str(err.value).startswith(
+        "probe 1 (probe-01-ramp) ran no iteration: Unable to setup context 'token_pool': "
+        "'issue a project-scoped token: timed out'; see "
+    )
