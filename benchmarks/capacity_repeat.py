@@ -23,8 +23,9 @@ says so beside each run.
 Options after ``--`` go to every ``keystone-bench capacity`` (``--warmup 10
 --window 30``, ``--low``, ``--high``, ``--workers``...). ``--target mock``
 runs the 50-rps mock instead (one worker, 20 ms), to try the script.
-The smallest run, one short search of validations on the mock (about a
-minute), is ``python benchmarks/capacity_repeat.py --smoke``.
+The smallest run, one short search of validations on the mock (a ramp and
+two probes of 4 s; 11 minutes on this 2-core machine at load 20-25), is
+``python benchmarks/capacity_repeat.py --smoke``.
 """
 
 from __future__ import annotations
@@ -94,11 +95,11 @@ def describe_run(i: int, r: dict) -> str:
     steal = "-" if r["steal"] is None else f"{r['steal']:.2f}"
     busy = " BUSY MACHINE" if r["other"] is not None and r["other"] > QUIET_OTHER else ""
     setup = "" if r.get("setup") is None else f" (setup {r['setup']:.0f} s)"
-    held = r.get("prediction") or "no prediction"
-    held = "missed" if "missed" in held else ("held" if "found by" in held else held)
+    held = r.get("prediction") or ""
+    held = "missed" if "missed" in held else ("held" if "found by" in held else "none")
     return (
         f"  run {i}: N = {n} rps ({how}), {r['probes']} probes, {r['seconds'] / 60:.1f} min"
-        f"{setup}, prediction {held}; "
+        f"{setup}, prediction: {held}; "
         f"other processes up to {other} core, steal up to {steal} core{busy}"
     )
 
