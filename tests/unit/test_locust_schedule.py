@@ -126,9 +126,9 @@ def test_the_locustfile_stops_a_ramp_on_the_limits_the_judge_uses():
     import re
 
     from rally_keystone_bench.engines.locust import schedule as _schedule
-    from rally_keystone_bench.verdicts import capacity
+    from rally_keystone_bench.verdicts import capacity, probe_verdict
 
     text = (Path(_schedule.__file__).parent / "locustfile.py").read_text()
-    for name in ("LAG_LIMIT_S", "RAMP_LATENCY_S"):
+    for name, judge in (("LAG_LIMIT_S", probe_verdict), ("RAMP_LATENCY_S", capacity)):
         (value,) = re.findall(rf"^{name} = ([0-9.]+)", text, re.M)
-        assert float(value) == getattr(capacity, name), name
+        assert float(value) == getattr(judge, name), name

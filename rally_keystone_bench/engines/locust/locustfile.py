@@ -57,7 +57,7 @@ from rally_keystone_bench.engines.locust.setup import user_auth, worker_options
 
 LOG = logging.getLogger("keystone-bench")
 CHUNK = 5000  # samples per message from a worker
-LAG_LIMIT_S = 0.25  # a send this late: the step is degraded (capacity.LAG_LIMIT_S)
+LAG_LIMIT_S = 0.25  # a send this late: the step is degraded (probe_verdict.LAG_LIMIT_S)
 RAMP_LATENCY_S = 2.0  # an answer this long after its due time, too (capacity.RAMP_LATENCY_S)
 HTTP_STACKS = ("gevent", "keystoneauth")
 
