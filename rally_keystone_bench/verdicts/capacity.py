@@ -293,8 +293,11 @@ def _bracket(
             break
         steps = search.ramp(ramp, rates)
         lo, hi, hi_probe = ramp_bracket(steps, lo, hi, hi_probe, settings.max_slope, say)
-        top = ")" if hi_probe is not None else "]"  # "]": no step failed up to hi
-        say(f"ramp: N in [{fmt(lo)}, {fmt(hi)}{top} rps")
+        if hi_probe is not None and hi <= lo + search.eps:
+            say(f"ramp: its first step, {fmt(hi)} rps, did not pass: whole probes decide")
+        else:
+            top = ")" if hi_probe is not None else "]"  # "]": no step failed up to hi
+            say(f"ramp: N in [{fmt(lo)}, {fmt(hi)}{top} rps")
         if settings.predict:
             prediction = knee.predict(search.probes, settings)
             if prediction is not None:

@@ -291,3 +291,11 @@ def test_the_walk_starts_inside_the_ramps_bracket_when_a_step_failed_hard():
     whole = [(p.role, p.rps) for p in out.probes if not p.role.startswith("ramp")]
     assert whole[0] == ("predicted N", 28)  # not 50: 29 rps saturated in the ramp
     assert out.n == 24
+
+
+def test_a_ramp_whose_first_step_fails_prints_no_empty_interval():
+    # seen on the machine at load 17: validations at 1 rps kept both workers 99 % busy
+    out, said, _ = search(LawModel(lambda rate: 2.5))
+    assert "ramp: its first step, 1 rps, did not pass: whole probes decide" in said
+    assert not any("[1, 1)" in line for line in said)
+    assert out.status == "low degrades" and out.exit_code == 1
