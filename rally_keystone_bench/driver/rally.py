@@ -170,12 +170,6 @@ class RallyHome:
         if proc.returncode != 0:
             raise BenchError(f"rally env check failed for env {env}: {last_line(proc)}")
 
-    def task_report(self, task: str, json_out: Path | None = None, html_out: Path | None = None):
-        if json_out is not None:
-            self.rally("task", "report", task, "--json", "--out", str(json_out))
-        if html_out is not None:
-            self.rally("task", "report", task, "--html-static", "--out", str(html_out))
-
 
 def last_line(proc: subprocess.CompletedProcess) -> str:
     """The last meaningful line Rally printed, for a one-line error."""

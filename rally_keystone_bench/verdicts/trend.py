@@ -111,9 +111,6 @@ class LinearFit:
     n: int
     r2: float = math.nan
 
-    def predict(self, x: float) -> float:
-        return self.intercept + self.slope * x
-
     @property
     def defined(self) -> bool:
         return not math.isnan(self.slope)

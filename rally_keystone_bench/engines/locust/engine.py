@@ -187,16 +187,6 @@ def bindable(host: str, port: int) -> int:
         raise BenchError(f"the master cannot listen on {host}:{port}: {exc.strerror}") from None
 
 
-def check_master_reachable(host: str, port: int, timeout: float = 5.0) -> None:
-    """BenchError unless a TCP connection to the master opens (a worker's first check)."""
-    try:
-        with socket.create_connection((host, port), timeout=timeout):
-            return
-    except OSError as exc:
-        reason = exc.strerror or type(exc).__name__
-        raise BenchError(f"the master at {host}:{port} is unreachable: {reason}") from None
-
-
 @dataclass
 class LoadResult:
     report: Path  # the Rally JSON report
