@@ -193,7 +193,9 @@ def ols(
 
 
 # -- the streaming slope ---------------------------------------------------------
-_FLUSH_POINTS = 4096  # raw points are folded into the per-second moments in numpy chunks
+_FLUSH_POINTS = 4096  # added points are folded in numpy chunks of this size
+RAW_POINTS = 32768  # at most this many raw warm-up points are kept (512 KiB)
+BUCKETS = 1024  # at most this many buckets of moments; their width doubles past it
 
 
 def _group_moments(keys: np.ndarray, x: np.ndarray, y: np.ndarray):
@@ -232,17 +234,34 @@ def _group_moments(keys: np.ndarray, x: np.ndarray, y: np.ndarray):
     )
 
 
-def _add_grouped(seconds: dict[int, list], keys: np.ndarray, x: np.ndarray, y: np.ndarray) -> None:
-    """Merge points into per-second records [moments, min_x, max_x]."""
+def _merge_bucket(table: dict[int, list], key: int, row: Moments, lo: float, hi: float) -> None:
+    """Merge one bucket [moments, min_x, max_x] into TABLE at KEY."""
+    cur = table.get(key)
+    if cur is None:
+        table[key] = [row, lo, hi]
+    else:
+        cur[0] = merge_moments(cur[0], row)
+        cur[1] = min(cur[1], lo)
+        cur[2] = max(cur[2], hi)
+
+
+def _add_grouped(table: dict[int, list], keys: np.ndarray, x: np.ndarray, y: np.ndarray) -> None:
+    """Merge points into TABLE's buckets, one per distinct key."""
+    if not keys.size:
+        return
     uk, rows, lo, hi = _group_moments(keys, x, y)
     for k, row, mn, mx in zip(uk.tolist(), rows, lo, hi, strict=True):
-        cur = seconds.get(int(k))
-        if cur is None:
-            seconds[int(k)] = [row, mn, mx]
-        else:
-            cur[0] = merge_moments(cur[0], row)
-            cur[1] = min(cur[1], mn)
-            cur[2] = max(cur[2], mx)
+        _merge_bucket(table, int(k), row, mn, mx)
+
+
+def _coarsened(table: dict[int, list], ratio: int) -> dict[int, list]:
+    """TABLE with buckets RATIO times wider (keys floor-divided by RATIO)."""
+    if ratio == 1:
+        return table
+    out: dict[int, list] = {}
+    for k, (m, lo, hi) in table.items():
+        _merge_bucket(out, k // ratio, m, lo, hi)
+    return out
 
 
 @dataclasses.dataclass(frozen=True)
@@ -262,32 +281,40 @@ class StreamingSlope:
 
     ``start(ts)`` notes an iteration's start (failed ones too: the warm-up
     runs from the earliest); ``add(x, y)`` a point (a start time and a
-    latency); ``merge(other)`` takes in another engine's points;
-    ``result()`` is the line over every point with ``x >= first + warmup``,
-    the same line as ``ols`` on those points whatever the arrival order.
+    latency); ``merge(other)`` takes in another engine's starts and points;
+    ``result()`` is the line over every point with ``x >= first + warmup``.
 
-    It keeps, per whole second of x (from a fixed origin), the moments of
-    the points whose second lies wholly after the boundary ``first +
-    warmup`` (which can only move earlier, so such a point is past the
-    warm-up for good), and the raw points of the seconds not yet wholly past
-    it (the warm-up's). When an earlier first start arrives, the points now
-    wholly past the boundary move into the seconds.
+    State, whatever the number of points: the moments of the points past
+    the boundary ``first + warmup`` in buckets of whole seconds (at most
+    ``BUCKETS``; past that every bucket doubles in width), and the warm-up
+    points nearest the boundary raw (at most ``RAW_POINTS``; older warm-up
+    points go into buckets too). The boundary only moves earlier (Rally may
+    deliver the first iteration last); while the earliest start arrives
+    within the kept raw points, the line is that of ``ols`` on the same
+    points, whatever the arrival order. Beyond it, the one bucket the
+    boundary cuts counts wholly or not at all, by its mean start.
 
     ``x_mode="iteration"``: x is the rank by start time among the points;
-    all points of one second get that second's mid-rank.
+    all points of one bucket (one second) get that bucket's mid-rank.
     """
 
     def __init__(self, warmup: float, x_mode: str = "time") -> None:
+        from array import array
+
         self.warmup = warmup
         self.x_mode = x_mode
         self.first = math.inf  # earliest iteration start seen
-        self.origin: float | None = None  # fixed x origin: floor of the first start seen
-        self._buf_x: list[float] = []
-        self._buf_y: list[float] = []
-        self._seconds: dict[int, list] = {}  # second -> [moments, min_x, max_x]
-        self._zone_x: list = []  # raw points not yet wholly past the boundary (absolute x)
-        self._zone_y: list = []
-        self._zone_key: float = math.inf  # boundary second at the last fold
+        self.origin: float | None = None  # x origin of the moments: floor of the first start seen
+        self.width = 1  # bucket width in seconds; key = floor(x / width), x absolute
+        self.added = 0  # points added, ever
+        self._buf_x = array("d")
+        self._buf_y = array("d")
+        self._past: dict[int, list] = {}  # key -> [moments, min_x, max_x], x - origin
+        self._early: dict[int, list] = {}  # warm-up points beyond RAW_POINTS, same shape
+        self._raw_x: list = []  # raw warm-up points (absolute x), arrays
+        self._raw_y: list = []
+        self._raw_n = 0
+        self._sorted_at = math.inf  # the boundary when raw points were last sorted out
         self._version = 0
         self._cache: tuple[int, SlopeResult | None] | None = None
 
@@ -301,13 +328,11 @@ class StreamingSlope:
 
     def add(self, x: float, y: float) -> None:
         self._version += 1
+        self.added += 1
         self._buf_x.append(x)
         self._buf_y.append(y)
-
-    @property
-    def pending(self) -> int:
-        """Points added since the last fold."""
-        return len(self._buf_x)
+        if len(self._buf_x) >= _FLUSH_POINTS:
+            self._flush()
 
     def merge(self, other: StreamingSlope) -> StreamingSlope:
         """Take in OTHER's starts and points (same warm-up and x mode)."""
@@ -316,22 +341,21 @@ class StreamingSlope:
         if other.origin is None:
             return self
         self._version += 1
+        self.added += other.added
         other._flush()
         self.start(other.first)
         self._flush()
+        if other.width > self.width:
+            self._coarsen(other.width // self.width)
+        ratio = self.width // other.width
         shift = other.origin - self.origin  # whole seconds: both origins are floors
-        for k, (m, lo, hi) in other._seconds.items():
-            row = [m[0], m[1] + shift, *m[2:]]
-            key = int(k + shift)
-            cur = self._seconds.get(key)
-            if cur is None:
-                self._seconds[key] = [row, lo + shift, hi + shift]
-            else:
-                cur[0] = merge_moments(cur[0], row)
-                cur[1], cur[2] = min(cur[1], lo + shift), max(cur[2], hi + shift)
-        if other._zone_x:
-            self._buf_x.extend(np.concatenate(other._zone_x).tolist())
-            self._buf_y.extend(np.concatenate(other._zone_y).tolist())
+        for mine, theirs in ((self._past, other._past), (self._early, other._early)):
+            for k, (m, lo, hi) in theirs.items():
+                row = [m[0], m[1] + shift, *m[2:]]
+                _merge_bucket(mine, k // ratio, row, lo + shift, hi + shift)
+        if other._raw_x:
+            self._buf_x.extend(np.concatenate(other._raw_x).tolist())
+            self._buf_y.extend(np.concatenate(other._raw_y).tolist())
         self._flush()
         return self
 
@@ -342,85 +366,120 @@ class StreamingSlope:
             return None
         if self._cache is not None and self._cache[0] == self._version:
             return self._cache[1]
-        seconds = self._post_warmup_seconds()
+        buckets = self._post_warmup_buckets()
         total: Moments = list(NO_MOMENTS)
         lo, hi = math.inf, -math.inf
         if self.x_mode == "iteration":
             offset = 0
-            for k in sorted(seconds):
-                row = seconds[k][0]
+            for k in sorted(buckets):
+                row = buckets[k][0]
                 nb = row[0]
                 mid = offset + (nb - 1) / 2.0
                 total = merge_moments(total, [nb, mid, row[2], 0.0, row[4], 0.0])
                 offset += int(nb)
             lo, hi = 0.0, float(max(offset - 1, 0))
         else:
-            for v in seconds.values():
+            for v in buckets.values():
                 total = merge_moments(total, v[0])
                 lo, hi = min(lo, v[1]), max(hi, v[2])
         out = SlopeResult(line(total), hi - lo) if total[0] else None
         self._cache = (self._version, out)
         return out
 
+    def held(self) -> dict[str, int]:
+        """What the engine holds: raw points and buckets (bounded), and the bucket width."""
+        return {
+            "raw": self._raw_n + len(self._buf_x),
+            "buckets": len(self._past) + len(self._early),
+            "width": self.width,
+        }
+
     # -- internals -----------------------------------------------------------
     def _boundary(self) -> float:
         return self.first + self.warmup
 
-    def _boundary_key(self) -> float:
-        return math.floor(self._boundary() - self.origin)
-
     def _flush(self) -> None:
-        """Fold buffered points into the seconds, or keep them raw in the zone."""
+        """Fold added points into the buckets, or keep them raw while in the warm-up."""
         import numpy as np
 
         if self.origin is None:
             return
-        bkey = self._boundary_key()
-        if bkey < self._zone_key:
-            # an earlier first start arrived: the zone shrinks
-            self._fold_zone(bkey)
-            self._zone_key = bkey
+        bound = self._boundary()
+        if bound < self._sorted_at:  # an earlier first start: some raw points are past now
+            self._sorted_at = bound
+            self._sort_raw(bound)
         if self._buf_x:
             x = np.array(self._buf_x)
             y = np.array(self._buf_y)
-            self._buf_x = []
-            self._buf_y = []
-            keys = np.floor(x - self.origin)
-            out = keys > bkey
-            if out.any():
-                _add_grouped(self._seconds, keys[out], x[out] - self.origin, y[out])
-                x, y = x[~out], y[~out]
-            if x.size:
-                self._zone_x.append(x)
-                self._zone_y.append(y)
+            del self._buf_x[:], self._buf_y[:]
+            self._keep(x, y, bound)
+        if len(self._past) + len(self._early) > BUCKETS:
+            self._coarsen(2)
 
-    def _fold_zone(self, bkey: float) -> None:
-        """Move zone points whose second lies wholly after the boundary into the seconds."""
+    def _keep(self, x: np.ndarray, y: np.ndarray, bound: float) -> None:
+        """Points whose bucket lies wholly past BOUND into buckets, the others raw."""
         import numpy as np
 
-        if not self._zone_x:
-            return
-        x = np.concatenate(self._zone_x) if len(self._zone_x) > 1 else self._zone_x[0]
-        y = np.concatenate(self._zone_y) if len(self._zone_y) > 1 else self._zone_y[0]
-        keys = np.floor(x - self.origin)
-        out = keys > bkey
-        if out.any():
-            _add_grouped(self._seconds, keys[out], x[out] - self.origin, y[out])
-            keep = ~out
-            x, y = x[keep], y[keep]
-        self._zone_x = [x] if x.size else []
-        self._zone_y = [y] if y.size else []
+        keys = np.floor(x / self.width)
+        out = keys > math.floor(bound / self.width)
+        _add_grouped(self._past, keys[out], x[out] - self.origin, y[out])
+        x, y = x[~out], y[~out]
+        if x.size:
+            self._raw_x.append(x)
+            self._raw_y.append(y)
+            self._raw_n += int(x.size)
+        if self._raw_n > RAW_POINTS:
+            self._spill()
 
-    def _post_warmup_seconds(self) -> dict[int, list]:
-        """Seconds plus the zone points at or past the boundary, grouped by second."""
+    def _raw(self) -> tuple[np.ndarray, np.ndarray]:
         import numpy as np
 
-        merged = {k: [list(v[0]), v[1], v[2]] for k, v in self._seconds.items()}
-        if self._zone_x:
-            x = np.concatenate(self._zone_x)
-            y = np.concatenate(self._zone_y)
-            past = x >= self._boundary()
-            if past.any():
-                xs = x[past] - self.origin
-                _add_grouped(merged, np.floor(xs), xs, y[past])
+        if not self._raw_x:
+            return np.empty(0), np.empty(0)
+        if len(self._raw_x) > 1:
+            self._raw_x = [np.concatenate(self._raw_x)]
+            self._raw_y = [np.concatenate(self._raw_y)]
+        return self._raw_x[0], self._raw_y[0]
+
+    def _sort_raw(self, bound: float) -> None:
+        """Raw points whose bucket now lies wholly past BOUND go into the buckets."""
+        x, y = self._raw()
+        self._raw_x, self._raw_y, self._raw_n = [], [], 0
+        if x.size:
+            self._keep(x, y, bound)
+
+    def _spill(self) -> None:
+        """Keep the RAW_POINTS // 2 latest raw points; bucket the earlier ones."""
+        import numpy as np
+
+        x, y = self._raw()
+        order = np.argsort(x, kind="stable")
+        cut = x.size - RAW_POINTS // 2
+        early, late = order[:cut], order[cut:]
+        _add_grouped(self._early, np.floor(x[early] / self.width), x[early] - self.origin, y[early])
+        self._raw_x, self._raw_y, self._raw_n = [x[late]], [y[late]], int(late.size)
+
+    def _coarsen(self, ratio: int) -> None:
+        """Buckets RATIO (a power of two) times wider, until at most BUCKETS are left."""
+        while True:
+            self.width *= ratio
+            self._past = _coarsened(self._past, ratio)
+            self._early = _coarsened(self._early, ratio)
+            if len(self._past) + len(self._early) <= BUCKETS:
+                return
+            ratio = 2
+
+    def _post_warmup_buckets(self) -> dict[int, list]:
+        """Buckets of every point past the boundary (copies: the state is left alone)."""
+        import numpy as np
+
+        merged = {k: [list(v[0]), v[1], v[2]] for k, v in self._past.items()}
+        bound = self._boundary() - self.origin
+        for k, (m, lo, hi) in self._early.items():
+            if lo >= bound or (hi >= bound and m[1] >= bound):
+                _merge_bucket(merged, k, list(m), lo, hi)
+        x, y = self._raw()
+        past = x >= self._boundary()
+        if past.any():
+            _add_grouped(merged, np.floor(x[past] / self.width), x[past] - self.origin, y[past])
         return merged

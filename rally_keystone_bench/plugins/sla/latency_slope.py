@@ -22,23 +22,28 @@ details count them. The warm-up runs from the earliest iteration
 ``timestamp`` (failed ones included): a point counts when
 ``x >= first + warmup``.
 
-Exactness. Rally calls ``add_iteration`` with batches sorted within a batch
-but not across runner processes, so the earliest iteration (and with it the
-warm-up boundary) may arrive last. The engine, ``trend.StreamingSlope``,
-keeps per-second moments of the points wholly past the boundary and the
-raw points of the warm-up only, so the fit is that of ``numpy.polyfit`` on
-the same points whatever the arrival order, and ``merge`` of two SLAs is the
+Exactness and memory. Rally calls ``add_iteration`` with batches sorted
+within a batch but not across runner processes, so the earliest iteration
+(and with it the warm-up boundary) may arrive last. The engine,
+``trend.StreamingSlope``, holds bounded state whatever the run's length:
+moments (count, means, co-moments) of the points past the boundary in at
+most ``trend.BUCKETS`` buckets of whole seconds (wider past that), and at
+most ``trend.RAW_POINTS`` raw points of the warm-up, the ones nearest the
+boundary. The fit is that of ``numpy.polyfit`` on the same points whatever
+the arrival order, as long as the second in which the final boundary falls
+is still held raw when the earliest iteration arrives (it always is when
+Rally delivers the first iteration within seconds of the others); else
+that one second counts wholly or not at all. ``merge`` of two SLAs is the
 SLA of all their iterations (see ``trend.StreamingSlope``).
 
 ``x: iteration``. ``x`` is the rank by start time among the successful
-post-warm-up points. Ranks inside one second are not kept (that would need
-every point); all points of a second get the mid-rank of that second:
-``x = (points in earlier seconds) + (n_second - 1) / 2``. The sum of the
-ranks, and the fit whenever at most one point starts per second, are those
+post-warm-up points. Ranks inside one bucket (one second) are not kept
+(that would need every point); all points of a bucket get its mid-rank:
+``x = (points in earlier buckets) + (n_bucket - 1) / 2``. The sum of the
+ranks, and the fit whenever at most one point starts per bucket, are those
 of the true ranks; otherwise the fit ignores only the order within each
-second. This is exact for that definition (polyfit on these x gives the
-same slope) and keeps memory bounded per second. ``max_slope`` is then in
-seconds of latency per iteration.
+bucket. Runs longer than ``trend.BUCKETS`` seconds have buckets of 2, 4,
+... seconds. ``max_slope`` is then in seconds of latency per iteration.
 
 During the run ``add_iteration`` returns False (which makes Rally abort under
 ``--abort-on-sla-failure``) only once ``min_iterations`` points are past the
@@ -64,7 +69,7 @@ if t.TYPE_CHECKING:  # pragma: no cover
 
 # During the run the verdict is re-checked at most this often (wall seconds).
 _CHECK_INTERVAL_S = 2.0
-_FLUSH_POINTS = 4096  # points between two checks of the verdict
+_FLUSH_POINTS = 4096  # points between two checks of the verdict, at least
 
 
 class Fit(t.NamedTuple):
@@ -128,6 +133,7 @@ class LatencySlope(sla.SLA):
         self.failed = 0
         self.iterations = 0
         self._last_check = time.monotonic()
+        self._checked_points = 0  # the engine's count of points at the last check
 
     # -- feeding -------------------------------------------------------------
     def add_iteration(self, iteration: runner.ScenarioRunnerResult) -> bool:
@@ -140,10 +146,11 @@ class LatencySlope(sla.SLA):
             self.engine.add(ts, iteration["duration"])
         else:
             self._collect(iteration.get("atomic_actions") or ())
-        if self.engine.pending >= _FLUSH_POINTS:
+        if self.engine.added - self._checked_points >= _FLUSH_POINTS:
             now = time.monotonic()
             if now - self._last_check >= _CHECK_INTERVAL_S:
                 self._last_check = now
+                self._checked_points = self.engine.added
                 self.success = not self._clearly_failing()
         return self.success
 
