@@ -36,7 +36,12 @@ when they have ended. Rally's and Locust's figures include their start-up
 so they are upper bounds of the per-request cost.
 
     python benchmarks/generator_ceiling.py [--seconds 15] [--processes 2] [--threads 4]
-        [--mock-workers 2]
+        [--mock-workers 2] [--runners rps,pooled_rps|none] [--locust-workers 1,2|none]
+
+Its quickest run (the smoke test's: the loops and one Locust run, no Rally)::
+
+    python benchmarks/generator_ceiling.py --seconds 1 --processes 1 --threads 1 \
+        --mock-workers 1 --runners none --locust-workers 1
 """
 
 from __future__ import annotations
@@ -103,10 +108,17 @@ def locust_rate(
     from rally_keystone_bench.engines.locust import engine
 
     # far above the ceiling: every request is due at once and each connection
-    # sends back to back until the schedule's end (what is unsent then is not sent)
+    # sends back to back until the schedule's end (what is unsent then is not sent).
+    # The engine refuses a rate above its measured ceiling (HOST_CEILING_RPS)
+    # unless forced: measuring that ceiling is this benchmark's job, so it forces.
     rate = max(2000.0, 4 * loop_rate)
     settings = engine.LoadSettings(
-        scenario="validate", rate=rate, duration=seconds, workers=workers, users=users
+        scenario="validate",
+        rate=rate,
+        duration=seconds,
+        workers=workers,
+        users=users,
+        force=True,
     )
     cpu0 = _children_cpu()
     result = engine.run_load(settings, ks.admin_credentials, work / f"locust-{workers}")
@@ -328,13 +340,36 @@ RATE_TARGETS = {"rps": 0.7, "pooled_rps": 0.85}
 RUNNERS = ("rps", "pooled_rps")
 
 
-def main() -> int:
+def parse_args() -> argparse.Namespace:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--seconds", type=float, default=15.0)
     ap.add_argument("--processes", type=int, default=os.cpu_count() or 2)
     ap.add_argument("--threads", type=int, default=4, help="per process")
     ap.add_argument("--mock-workers", type=int, default=2)
+    ap.add_argument(
+        "--runners",
+        default=",".join(RUNNERS),
+        help="Rally runners to measure, comma-separated, or none (default: rps,pooled_rps)",
+    )
+    ap.add_argument(
+        "--locust-workers",
+        default="1,2",
+        help="Locust engine runs by worker count, comma-separated, or none (default: 1,2)",
+    )
     a = ap.parse_args()
+    a.runners = [r for r in a.runners.split(",") if r and r != "none"]
+    unknown = sorted(set(a.runners) - set(RUNNERS))
+    if unknown:
+        ap.error(f"--runners: unknown {', '.join(unknown)} (choose from {', '.join(RUNNERS)})")
+    try:
+        a.locust_workers = [int(w) for w in a.locust_workers.split(",") if w and w != "none"]
+    except ValueError:
+        ap.error(f"--locust-workers {a.locust_workers}: counts, comma-separated")
+    return a
+
+
+def main() -> int:
+    a = parse_args()
     print(f"machine: {_machine.describe()}")
     print(
         f"mock: {a.mock_workers} worker(s), no service time; generators: {a.processes} "
@@ -348,7 +383,7 @@ def main() -> int:
             # sizes the Rally runs (iterations) and the Locust target rate
             fastest = max(plains[0]["rate"], client["rate"])
             rallies = {}
-            for runner in RUNNERS:
+            for runner in a.runners:
                 t0 = time.monotonic()
                 rally = rally_rate(ks, work, a.seconds, a.processes, a.threads, fastest, runner)
                 rallies[runner] = rally
@@ -367,7 +402,7 @@ def main() -> int:
                     f"iterations/s: the runner's own ceiling on this machine"
                 )
             locusts = {}
-            for workers in (1, 2):
+            for workers in a.locust_workers:
                 got = locust_rate(ks, work, a.seconds, workers, a.processes * a.threads, fastest)
                 locusts[workers] = got
                 print(
