@@ -17,9 +17,9 @@ minutes here (most start Keystones of their own and run Rally tasks):
   script runs.
 
 ``{tmp}`` is a fresh directory of the test, ``{fixtures}`` tests/fixtures,
-``{keystone_db}`` the SQLite database of the session's small Keystone
-(revocation_query.py reads a copy of it). A new script gets a row here, or
-test_every_script_has_a_smallest_run fails.
+``{keystone_db}`` the SQLite database of the session's small Keystone,
+after one token was revoked (revocation_query.py reads a copy of it). A
+new script gets a row here, or test_every_script_has_a_smallest_run fails.
 """
 
 from __future__ import annotations
@@ -113,6 +113,12 @@ def test_every_script_has_a_smallest_run():
 
 @pytest.fixture(scope="module")
 def keystone_db(small_keystone) -> Path:
+    """The small Keystone's database, with one revocation event (the script needs one)."""
+    from rally_keystone_bench.clients.tokens import TokenClient, UserAuth
+
+    client = TokenClient(small_keystone.auth_url)
+    issued = client.issue(UserAuth.from_credential(small_keystone.admin_credentials))
+    assert client.revoke(issued.token).status == 204
     found = sorted(small_keystone.run_dir.rglob("keystone.db"))
     assert found, f"no keystone.db under {small_keystone.run_dir}"
     return found[0]
