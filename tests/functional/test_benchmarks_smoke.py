@@ -117,8 +117,9 @@ def keystone_db(small_keystone) -> Path:
     from rally_keystone_bench.clients.tokens import TokenClient, UserAuth
 
     client = TokenClient(small_keystone.auth_url)
-    issued = client.issue(UserAuth.from_credential(small_keystone.admin_credentials))
-    assert client.revoke(issued.token).status == 204
+    auth = UserAuth.from_credential(small_keystone.admin_credentials)
+    client.authorize(auth)  # the X-Auth-Token that revokes
+    assert client.revoke(client.issue(auth).token).status == 204
     found = sorted(small_keystone.run_dir.rglob("keystone.db"))
     assert found, f"no keystone.db under {small_keystone.run_dir}"
     return found[0]
