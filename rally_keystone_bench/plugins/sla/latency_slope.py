@@ -31,9 +31,11 @@ most ``trend.BUCKETS`` buckets of whole seconds (wider past that), and at
 most ``trend.RAW_POINTS`` raw points of the warm-up, the ones nearest the
 boundary. The fit is that of ``numpy.polyfit`` on the same points whatever
 the arrival order, as long as the second in which the final boundary falls
-is still held raw when the earliest iteration arrives (it always is when
-Rally delivers the first iteration within seconds of the others); else
-that one second counts wholly or not at all. ``merge`` of two SLAs is the
+is still held raw when the earliest iteration arrives: it is while fewer
+than ``RAW_POINTS // 2`` points (16384: 8 s at 2000 rps) start between that
+second and the boundary seen before, so whenever Rally delivers the first
+iteration within seconds of the others. Else that one second counts wholly
+or not at all. ``merge`` of two SLAs is the
 SLA of all their iterations (see ``trend.StreamingSlope``).
 
 ``x: iteration``. ``x`` is the rank by start time among the successful
