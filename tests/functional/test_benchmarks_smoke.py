@@ -53,8 +53,9 @@ class Run(NamedTuple):
 SMALLEST: dict[str, Run] = {
     "aa_false_alarms.py": Run("--pairs 1", r"flagged \(compare would exit 1\): \d+ of 1"),
     "capacity_repeat.py": Run(
-        "--runs 1 --scenarios validate --databases sqlite --target mock",
-        r"validate",
+        "--runs 1 --scenarios validate --databases sqlite --target mock"
+        " -- --warmup 2 --window 5 --low 5 --high 10 --precision 5",
+        r"run 1: N = ",
         heavy=True,
     ),
     "client_cpu.py": Run("--requests 20", r"http\.client alone .* per request"),
