@@ -64,6 +64,7 @@ SMALLEST: dict[str, Run] = {
         r"reused / first setup: ",
         heavy=True,
     ),
+    "gate_family_rate.py": Run("--synthetic --gates 200", r"family-wise false alarms"),
     "gate_noise.py": Run(
         "--aa-runs 1 --ab-runs 0 --no-quiet --issue-seconds 2 --validate-seconds 2"
         " --max-time 30 --work {tmp}/gate-noise",
@@ -99,6 +100,7 @@ SMALLEST: dict[str, Run] = {
     ),
     "sla_stream.py": Run("--iterations 2000 --rps 200 --warmup 2", r"memory: "),
     "sqlite_readers.py": Run("1 1", r"sqlite / postgresql: p50", heavy=True),
+    "traced_paths.py": Run("--seconds 2", r"traced requests; \d+ timed", heavy=True),
     "tracing_overhead.py": Run("--requests 2", r"trace store and key removed", heavy=True),
     "uwsgi_hook_ab.py": Run("1 1", r"tokens=1 mean=", heavy=True),
 }
