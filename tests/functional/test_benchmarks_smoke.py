@@ -52,13 +52,9 @@ class Run(NamedTuple):
 
 SMALLEST: dict[str, Run] = {
     "aa_false_alarms.py": Run("--pairs 1", r"flagged \(compare would exit 1\): \d+ of 1"),
-    "capacity_repeat.py": Run(
-        "--runs 1 --scenarios validate --databases sqlite --target mock"
-        " -- --warmup 2 --window 5 --low 5 --high 10 --precision 5",
-        r"run 1: N = ",
-        heavy=True,
-    ),
+    "capacity_repeat.py": Run("--smoke", r"N = ", heavy=True),
     "client_cpu.py": Run("--requests 20", r"http\.client alone .* per request"),
+    "compare_aa_live.py": Run("--pairs 1 --times 3", r"exit 1 \(false alarms\): \d", heavy=True),
     "context_setup.py": Run(
         "--tenants 1 --users 1 --workers 1 --password-hash-rounds 4",
         r"reused / first setup: ",
