@@ -25,6 +25,7 @@ from rally_keystone_bench.report import svg
 from rally_keystone_bench.verdicts import counters as keystone_counters
 from rally_keystone_bench.verdicts import stats, trend
 from rally_keystone_bench.verdicts.results import RPS_RUNNERS, TOTAL, Workload, redact
+from rally_keystone_bench.version import version as tool_version
 
 TEMPLATES = Path(__file__).parent / "templates"
 FIGURES = ("min", "mean", "p50", "p90", "p95", "p99", "p99.9", "max")
@@ -293,6 +294,7 @@ def build_summary(
     """
     summary = {
         "generated_by": f"{pkg} report",
+        "tool_version": tool_version(),
         "generated_at": dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
         "source": source,
         "units": {"latency": "seconds", "throughput": "successful iterations per second"},

@@ -516,13 +516,53 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     """The options of ``keystone-bench gate``."""
     add_baseline_arguments(parser)
     verb_options.add_history_option(parser)
-    parser.add_argument("--candidate", required=True, metavar="SPEC")
+    parser.add_argument(
+        "--candidate",
+        required=True,
+        metavar="SPEC",
+        help="the Keystone to judge: a release (keystone==30.0.0), a checkout path "
+        "or git-commit:REPO@COMMIT",
+    )
     parser.add_argument(
         "--task",
         default=CLOUD_TASK,
         help=f"default {CLOUD_TASK}: every token path, memcached on; the quick "
         "two-path task: tasks/gate.yaml",
     )
+    add_schedule_arguments(parser)
+    parser.add_argument(
+        "--threshold",
+        type=boundary.non_negative,
+        default=10.0,
+        help="a slowdown (or CPU per request growth) above this many percent fails (default 10)",
+    )
+    verb_options.add_verdict_rules(parser)
+    parser.add_argument(
+        "--reports-dir",
+        default="reports",
+        help="where the reports go, in a directory per run (default reports)",
+    )
+    parser.add_argument(
+        "--task-args",
+        default=None,
+        metavar="JSON",
+        help="Jinja2 arguments of the task, as a JSON object (rally task start --task-args)",
+    )
+    for side in ("baseline", "candidate"):
+        parser.add_argument(
+            f"--{side}-option",
+            action="append",
+            default=[],
+            metavar="KEY=VALUE",
+            help=f"a deployment setting of the {side} only, e.g. password_hash_rounds=12, "
+            "or a keystone.conf one, e.g. token.provider=jws",
+        )
+    verb_options.add_identity_options(parser)
+    verb_options.add_set_option(parser)  # both sides; one side's: --candidate-option S.O=V
+
+
+def add_schedule_arguments(parser: argparse.ArgumentParser) -> None:
+    """How long the gate measures, and which blocks of it count (interference, steal)."""
     parser.add_argument(
         "--rounds",
         type=boundary.positive_int,
@@ -565,18 +605,3 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="CORES",
         help="a block is set aside when the hypervisor steals more (default 0.1 core)",
     )
-    parser.add_argument("--threshold", type=boundary.non_negative, default=10.0)
-    verb_options.add_verdict_rules(parser)
-    parser.add_argument("--reports-dir", default="reports")
-    parser.add_argument("--task-args", default=None, metavar="JSON")
-    for side in ("baseline", "candidate"):
-        parser.add_argument(
-            f"--{side}-option",
-            action="append",
-            default=[],
-            metavar="KEY=VALUE",
-            help=f"a deployment setting of the {side} only, e.g. password_hash_rounds=12, "
-            "or a keystone.conf one, e.g. token.provider=jws",
-        )
-    verb_options.add_identity_options(parser)
-    verb_options.add_set_option(parser)  # both sides; one side's: --candidate-option S.O=V

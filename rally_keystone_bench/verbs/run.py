@@ -307,13 +307,22 @@ def summarize_outcomes(outcomes: Sequence[TaskOutcome], out_dir: Path) -> int:
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """The options of ``keystone-bench run``."""
     parser.add_argument("tasks", nargs="*", metavar="TASK", help="task files (default: the suite)")
-    parser.add_argument("--task-args", default=None, metavar="JSON")
+    parser.add_argument(
+        "--task-args",
+        default=None,
+        metavar="JSON",
+        help="Jinja2 arguments of the tasks, as a JSON object (rally task start --task-args)",
+    )
     parser.add_argument(
         "--existing-cloud",
         action="store_true",
         help="use the cloud described by OS_* variables (or --spec)",
     )
     parser.add_argument("--spec", default=None, help="a Rally env spec file for an existing cloud")
-    parser.add_argument("--reports-dir", default="reports")
+    parser.add_argument(
+        "--reports-dir",
+        default="reports",
+        help="where the reports go, in a directory per run (default reports)",
+    )
     options.add_deployment_options(parser)
     options.add_history_option(parser)
