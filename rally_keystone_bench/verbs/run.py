@@ -249,6 +249,7 @@ def _run_tasks(
             run_dir, cloud=cloud, deployment=deployment, trace_rate=trace_rate
         ) as env,
     ):
+        rally_task.progress(f"checking {len(tasks)} task file(s) with rally task validate")
         for task_file in tasks:
             rally_task.validate_task(env.home, env.name, task_file, task_args)
         for n, task_file in enumerate(tasks, 1):
@@ -266,6 +267,8 @@ def _run_tasks(
                     keystone_counters.gather(exc.outcome, env.keystone_dir)
                 exc.outcomes = [*outcomes, *([exc.outcome] if exc.outcome else [])]  # type: ignore[attr-defined]
                 raise
+            if env.keystone_dir is not None:
+                rally_task.progress("reading Keystone's traces and profile")
             keystone_counters.gather(outcome, env.keystone_dir, prof.path)
             outcomes.append(outcome)
     return outcomes
