@@ -135,6 +135,28 @@ def chart_actions(wl: Workload) -> list[str]:
     return names or [TOTAL]
 
 
+def distinguishing_names(workloads: Sequence[Workload]) -> list[str]:
+    """Each workload's scenario with the arguments (else the runner settings) that tell
+    it from the others of the same scenario: ``KeystoneTokens.validate (method HEAD)``;
+    the scenario alone when it runs once or nothing tells its runs apart."""
+    names = []
+    for wl in workloads:
+        same = [w for w in workloads if w.scenario == wl.scenario]
+        words: list[str] = []
+        for part in ("args", "runner"):
+            dicts = [redact(getattr(w, part)) or {} for w in same]
+            mine = redact(getattr(wl, part)) or {}
+            keys = sorted({k for d in dicts for k in d})
+            differ = [
+                k for k in keys if len({json.dumps(d.get(k), sort_keys=True) for d in dicts}) > 1
+            ]
+            words = [f"{k} {json.dumps(mine[k]).strip(chr(34))}" for k in differ if k in mine]
+            if words:
+                break
+        names.append(f"{wl.scenario} ({', '.join(words)})" if words else wl.scenario)
+    return names
+
+
 def workload_summary(wl: Workload, index: int) -> dict[str, Any]:
     """Every number the report shows for one workload, for summary.json."""
     t0 = float(wl.iteration_started.min()) if wl.iterations else 0.0
@@ -301,6 +323,8 @@ def build_summary(
         "workloads": [workload_summary(w, i) for i, w in enumerate(workloads)],
         "setting_tables": one_setting_groups(workloads),
     }
+    for entry, name in zip(summary["workloads"], distinguishing_names(workloads), strict=True):
+        entry["name"] = name
     for entry, found in zip(summary["workloads"], counters or (), strict=False):
         entry["counters"] = {name: _with_top(c) for name, c in found.items()}
     if keystone:
@@ -338,8 +362,8 @@ def charts(wl: Workload) -> list[dict[str, str]]:
         )
         out.append(
             {
-                "title": f"{name}: latency histogram",
-                "svg": svg.histogram(a.duration[ok], f"{name} latency histogram"),
+                "title": f"{name}: latency by percentile",
+                "svg": svg.percentiles(a.duration[ok], f"{name} latency by percentile"),
             }
         )
 

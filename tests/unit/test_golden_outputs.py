@@ -26,9 +26,9 @@ from rally_keystone_bench.report import capacity as capacity_report
 from rally_keystone_bench.report import gate as gate_report
 from rally_keystone_bench.report import matrix as matrix_report
 from rally_keystone_bench.verbs import matrix
-from rally_keystone_bench.version import version as tool_version
 from rally_keystone_bench.verdicts import blocks, capacity, pairing, results, rounds
 from rally_keystone_bench.verdicts.capacity import GENERATOR, OK, SLOPE, Probe, Settings
+from rally_keystone_bench.version import version as tool_version
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 REAL = FIXTURES / "rally-keystone-tokens.json"
