@@ -358,7 +358,7 @@ def progress_lines(
         if run.uuid is not None and seen["uuid"] is None:
             seen["uuid"] = run.uuid
             say(f"{run.task_file.name}: task {run.uuid} started (log: {run.log_path})")
-        board.feed(line, run.counts.done, run.counts.failed)
+        board.feed(line, run.counts.done, run.counts.failed, run.counts.started)
 
     watch.close = board.close  # type: ignore[attr-defined]  # the task ended
     return watch

@@ -112,7 +112,8 @@ class Board:
         stream = stream if stream is not None else sys.stderr
         self.live = stream if getattr(stream, "isatty", lambda: False)() else None
         self.index = 0  # of the running workload, from 1; 0 before the first
-        self.base = (0, 0)  # the task's (done, failed) when it started
+        self.base = (0, 0, 0)  # the task's (done, failed, started) when it started
+        self.load_at: float | None = None  # its first iteration's start: contexts set up
         self.started_at = self.last_said = 0.0
         self.running = False  # between a workload's start and its end line
         self.counts = (0, 0)
@@ -120,18 +121,21 @@ class Board:
         self._live_shown = False
 
     # -- what Rally says -------------------------------------------------------------
-    def feed(self, line: str, done: int, failed: int) -> None:
-        """One line of Rally's output, and the task's counts after it."""
+    def feed(self, line: str, done: int, failed: int, started: int = 0) -> None:
+        """One line of Rally's output, and the task's counts (done, failed, started) after it."""
         if STARTED in line:
             self._end()
             self.index += 1
-            self.base, self.started_at = (done, failed), self.clock()
+            self.base, self.started_at = (done, failed, started), self.clock()
             self.last_said, self.running = self.started_at, True
+            self.load_at = None
             self.counts = (0, 0)
             self._say(f"{self._tag()} {self._current().label}: {self._current().size()} ...")
             return
         if not self.running:
             return
+        if self.load_at is None and (started > self.base[2] or done > self.base[0]):
+            self.load_at = self.clock()
         counts = (done - self.base[0], failed - self.base[1])
         if FINISHED in line:
             self.counts = counts
@@ -155,15 +159,18 @@ class Board:
         return f"[{self.index}/{self.total}]" if self.total else f"[{self.index}]"
 
     def status(self) -> str:
-        """``13/20 iterations, 0 failed, 4.1 s elapsed, ETA 2.2 s``."""
+        """``13/20 iterations, 0 failed, 4.1 s elapsed, ETA 2.2 s``: the ETA from the
+        load's pace, the contexts' setup (before the first iteration) left out."""
         wl, (done, failed) = self._current(), self.counts
-        elapsed = self.clock() - self.started_at
+        now = self.clock()
+        elapsed = now - self.started_at
+        load = now - self.load_at if self.load_at is not None else 0.0
         if wl.times:
-            eta = elapsed * (wl.times - done) / done if done else None
+            eta = load * (wl.times - done) / done if done else None
             head = f"{done}/{wl.times} iterations"
         elif wl.duration:
-            eta = max(wl.duration - elapsed, 0.0)
-            head = f"{done} iterations, {min(elapsed, wl.duration):.0f}/{wl.duration:g} s"
+            eta = max(wl.duration - load, 0.0)
+            head = f"{done} iterations, {min(load, wl.duration):.0f}/{wl.duration:g} s"
         else:
             eta, head = None, f"{done} iterations"
         tail = f", ETA {eta:.1f} s" if eta is not None else ""

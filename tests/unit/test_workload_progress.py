@@ -42,11 +42,11 @@ def test_an_unreadable_task_gives_no_plan(tmp_path: Path):
 
 
 def _feed(board, clock, lines):
-    done = failed = 0
-    for dt, line, d, f in lines:
+    done = failed = started = 0
+    for dt, line, d, f, *s in lines:
         clock.t += dt
-        done, failed = done + d, failed + f
-        board.feed(line, done, failed)
+        done, failed, started = done + d, failed + f, started + sum(s)
+        board.feed(line, done, failed, started)
 
 
 def test_plain_lines_in_a_log_say_workload_i_of_n_the_total_elapsed_and_eta():
@@ -58,19 +58,21 @@ def test_plain_lines_in_a_log_say_workload_i_of_n_the_total_elapsed_and_eta():
         clock,
         [
             (0, "INFO rally.task.engine [-] Running workload: ", 0, 0),
-            (6, "Task u | ITER: 1 END: OK", 1, 0),  # 6 s: a line is due
+            (3, "Task u | ITER: 1 START", 0, 0, 1),  # contexts set up in 3 s
+            (3, "Task u | ITER: 1 END: OK", 1, 0),  # 6 s: a line is due
             (1, "Task u | ITER: 2 END: Error", 1, 1),  # 1 s later: not yet
             (2, "Task u | ITER: 3 END: OK", 1, 0),
             (1, "Task u | ITER: 4 END: OK", 1, 0),
             (0, "Finished workload 1/2 of subtask 1", 0, 0),
             (0, "Running workload: ", 0, 0),
+            (0, "Task u | ITER: 1 START", 0, 0, 1),
             (10, "Task u | ITER: 1 END: OK", 1, 0),
         ],
     )
     board.close()
     assert said == [
         "[1/2] A.x(GET): 4 iterations ...",
-        "[1/2] A.x(GET): 1/4 iterations, 0 failed, 6.0 s elapsed, ETA 18.0 s",
+        "[1/2] A.x(GET): 1/4 iterations, 0 failed, 6.0 s elapsed, ETA 9.0 s",
         "[1/2] A.x(GET): finished, 4 iterations, 1 failed, in 10.0 s",
         "[2/2] A.y: 30 s ...",
         "[2/2] A.y: 1 iterations, 10/30 s, 0 failed, 10.0 s elapsed, ETA 20.0 s",
@@ -81,7 +83,15 @@ def test_plain_lines_in_a_log_say_workload_i_of_n_the_total_elapsed_and_eta():
 def test_a_terminal_gets_one_live_line_rewritten_in_place():
     clock, said, tty = Clock(), [], Tty()
     board = wp.Board([wp.Planned("A.x", times=2)], said.append, stream=tty, clock=clock)
-    _feed(board, clock, [(0, "Running workload: ", 0, 0), (1, "ITER: 1 END: OK", 1, 0)])
+    _feed(
+        board,
+        clock,
+        [
+            (0, "Running workload: ", 0, 0),
+            (0, "ITER: 1 START", 0, 0, 1),
+            (1, "ITER: 1 END: OK", 1, 0),
+        ],
+    )
     assert tty.getvalue() == "\r\x1b[K[1/1] A.x: 1/2 iterations, 0 failed, 1.0 s elapsed, ETA 1.0 s"
     board.close()
     assert tty.getvalue().endswith("\r\x1b[K")  # cleared before the plain line
