@@ -26,8 +26,10 @@ call as Keystone's code spells it.
 from __future__ import annotations
 
 import ast
+import collections
 import contextlib
 import functools
+import os
 import re
 import shutil
 import signal
@@ -38,6 +40,9 @@ from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
 RATE = 100  # samples per second and process
+# Up to here a frame's path says only where Python was installed: site-packages'
+# (a venv's, the cache's) and the standard library's prefixes are dropped.
+_PREFIX = re.compile(r"\((?:[^()]*/)?(?:site-packages|dist-packages|lib/python3\.\d+)/")
 _warned: set[str] = set()
 
 
@@ -61,6 +66,9 @@ class Profile:
         self.target = path
         self.say = say
         self.path: Path | None = None
+        self.cpu_seconds = 0.0  # py-spy's own CPU over the task: what it took from the machine
+        self.wall_seconds = 0.0
+        self._started = 0.0
         self._procs: list[tuple[subprocess.Popen, Path, Path]] = []
 
     def start(self) -> None:
@@ -80,6 +88,7 @@ class Profile:
             with open(log, "w") as err:
                 proc = subprocess.Popen(argv, stdout=err, stderr=subprocess.STDOUT)
             self._procs.append((proc, out, log))
+        self._started = time.monotonic()
         time.sleep(1.0)
         for proc, _, log in self._procs:
             if proc.poll() is not None:
@@ -88,6 +97,9 @@ class Profile:
 
     def stop(self) -> None:
         """Stop every py-spy (SIGINT: it writes its file) and merge what they wrote."""
+        if self._procs:
+            self.wall_seconds = time.monotonic() - self._started
+            self.cpu_seconds = sum(_cpu_seconds(proc.pid) for proc, _, _ in self._procs)
         for proc, _, _ in self._procs:
             if proc.poll() is None:
                 proc.send_signal(signal.SIGINT)
@@ -104,9 +116,41 @@ class Profile:
                 out.unlink()
             log.unlink(missing_ok=True)
         self._procs = []
+        if self.cpu_seconds:
+            self.say(
+                f"py-spy used {self.cpu_seconds:.1f} CPU-seconds in {self.wall_seconds:.0f} s "
+                f"({self.cpu_seconds / max(self.wall_seconds, 1e-9):.2f} core) beside Keystone"
+            )
         if lines:
-            self.target.write_text("\n".join(lines) + "\n")
+            self.target.write_text("".join(f"{s} {n}\n" for s, n in compact(lines).items()))
             self.path = self.target
+
+
+def _cpu_seconds(pid: int) -> float:
+    """User + system CPU of PID so far, from /proc (0 where it cannot be read)."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    except (OSError, ValueError, IndexError):
+        return 0.0
+
+
+def compact(lines: Sequence[str]) -> collections.Counter[str]:
+    """py-spy's collapsed stacks without what no reader uses: the ``process PID:"argv"``
+    frames (a uWSGI command line in every stack) and the install prefixes of paths
+    (``.../site-packages/keystone/api/auth.py`` -> ``keystone/api/auth.py``); stacks
+    that became the same are summed. The token suite's profile: 36 MB before."""
+    out: collections.Counter[str] = collections.Counter()
+    for line in lines:
+        text, _, count = line.rstrip().rpartition(" ")
+        if not text or not count.isdigit():
+            continue
+        frames = [
+            _PREFIX.sub("(", f) for f in text.split(";") if f and not f.startswith("process ")
+        ]
+        if frames:
+            out[";".join(frames)] += int(count)
+    return out
 
 
 @contextlib.contextmanager
