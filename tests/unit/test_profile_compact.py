@@ -27,3 +27,13 @@ def test_process_frames_and_install_prefixes_go_and_equal_stacks_are_summed():
     raw_self = profiles.self_ms(profiles.parse(raw), 100, {"keystone.issue_token": 7})
     kept_self = profiles.self_ms(profiles.parse(written), 100, {"keystone.issue_token": 7})
     assert sorted(raw_self.values()) == sorted(kept_self.values())
+
+
+def test_stacks_are_stored_compressed_and_read_back_the_same(tmp_path):
+    deep = ";".join(f"f{i} (keystone/m{i}.py:{i})" for i in range(80))
+    raw = [f"{PROC};{deep};leaf{n % 50} (keystone/x.py:{n}) {n % 7 + 1}" for n in range(2000)]
+    kept = profiling.compact(raw)
+    path = profiling.write_stacks(tmp_path / "t-profile.txt", kept)
+    assert path.name == "t-profile.txt.xz"
+    assert path.stat().st_size * 100 < sum(len(x) for x in raw)
+    assert profiles.parse(profiling.read_lines(path)) == profiles.parse(raw)
