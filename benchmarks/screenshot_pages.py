@@ -21,6 +21,9 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests" / "fixtures"))
 import chromium  # noqa: E402
 
+sys.path.insert(0, str(ROOT / "benchmarks"))
+from _machine import describe  # noqa: E402
+
 GOLDEN = ROOT / "tests" / "fixtures" / "golden"
 PAGES = {
     "summary": "run.summary.html",
@@ -36,6 +39,7 @@ def main() -> int:
     ap.add_argument("--height", type=int, default=1500)
     args = ap.parse_args()
     out = Path(args.out)
+    print(f"machine: {describe()}")
     failed = 0
     for name, page in PAGES.items():
         png = chromium.screenshot(GOLDEN / page, out / f"{name}.png", args.width, args.height)
