@@ -27,6 +27,7 @@ import rally_keystone_bench.verbs.run
 import rally_keystone_bench.verbs.scale
 import rally_keystone_bench.verbs.tasks  # noqa: F401  (each verb module, as verbs.NAME)
 from rally_keystone_bench import boundary, errors, verbs
+from rally_keystone_bench.version import version
 
 # Each verb: its module under verbs/ (add_arguments, main) and its line in --help.
 VERBS = (
@@ -57,6 +58,12 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument(
         "--debug", action="store_true", help="print the traceback of an unexpected error"
+    )
+    parser.add_argument(
+        "--version",
+        action="version",
+        version=f"%(prog)s {version()}",
+        help="print the tool's version (from git tags, setuptools-scm) and exit",
     )
     sub = parser.add_subparsers(dest="verb", metavar="VERB")
     sub.required = True

@@ -47,3 +47,29 @@ def probe_task_path() -> Path:
     if not path.is_file():
         raise BenchError(f"the package lacks its probe task {path}: reinstall rally-keystone-bench")
     return path
+
+
+def describe(path: Path) -> str:
+    """One line on the file at PATH: a task's title at its template defaults, else the
+    first sentence of its opening comment."""
+    text = path.read_text(encoding="utf-8")
+    if text.startswith("{#"):
+        try:  # jinja2 and yaml import only here: `tasks` is the one caller
+            import jinja2
+            import yaml
+
+            title = yaml.safe_load(jinja2.Environment().from_string(text).render()).get("title")
+        except Exception:  # a template that needs arguments: its comment instead
+            title = None
+        if title:
+            return " ".join(str(title).split())
+        comment = text[2:].split("#}", 1)[0]
+    else:
+        comment = "\n".join(
+            line.lstrip("#") for line in text.splitlines() if line.startswith("#")
+        ).split("\n \n", 1)[0]
+    first = " ".join(comment.split()).split(". ", 1)[0]
+    colons = [i for i in range(len(first)) if first.startswith(": ", i)]
+    heads = [first[:i] for i in colons if first[:i].count('"') % 2 == 0]  # not inside a title
+    first = heads[0] if heads else first
+    return first if len(first) <= 100 else first[:99] + "…"

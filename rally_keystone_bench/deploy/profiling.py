@@ -8,7 +8,8 @@ may go too; ``--nonblocking`` never pauses Keystone to read it.
 
     with profiled([pid], out_dir / "profile-baseline.txt", say) as prof:
         ... the load ...
-    prof.path  # collapsed stacks ("frame;frame;... count"), or None
+    prof.path  # collapsed stacks ("frame;frame;... count"), xz-compressed, or None
+    read_lines(prof.path)  # what any reader takes
 
 Where py-spy is missing or cannot attach (no ptrace permission), it says so
 once and the run goes on without profiles.
@@ -26,8 +27,11 @@ call as Keystone's code spells it.
 from __future__ import annotations
 
 import ast
+import collections
 import contextlib
 import functools
+import lzma
+import os
 import re
 import shutil
 import signal
@@ -38,6 +42,9 @@ from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
 RATE = 100  # samples per second and process
+# Up to here a frame's path says only where Python was installed: site-packages'
+# (a venv's, the cache's) and the standard library's prefixes are dropped.
+_PREFIX = re.compile(r"\((?:[^()]*/)?(?:site-packages|dist-packages|lib/python3\.\d+)/")
 _warned: set[str] = set()
 
 
@@ -61,6 +68,9 @@ class Profile:
         self.target = path
         self.say = say
         self.path: Path | None = None
+        self.cpu_seconds = 0.0  # py-spy's own CPU over the task: what it took from the machine
+        self.wall_seconds = 0.0
+        self._started = 0.0
         self._procs: list[tuple[subprocess.Popen, Path, Path]] = []
 
     def start(self) -> None:
@@ -80,6 +90,7 @@ class Profile:
             with open(log, "w") as err:
                 proc = subprocess.Popen(argv, stdout=err, stderr=subprocess.STDOUT)
             self._procs.append((proc, out, log))
+        self._started = time.monotonic()
         time.sleep(1.0)
         for proc, _, log in self._procs:
             if proc.poll() is not None:
@@ -88,6 +99,9 @@ class Profile:
 
     def stop(self) -> None:
         """Stop every py-spy (SIGINT: it writes its file) and merge what they wrote."""
+        if self._procs:
+            self.wall_seconds = time.monotonic() - self._started
+            self.cpu_seconds = sum(_cpu_seconds(proc.pid) for proc, _, _ in self._procs)
         for proc, _, _ in self._procs:
             if proc.poll() is None:
                 proc.send_signal(signal.SIGINT)
@@ -104,9 +118,62 @@ class Profile:
                 out.unlink()
             log.unlink(missing_ok=True)
         self._procs = []
+        if self.cpu_seconds:
+            self.say(
+                f"py-spy used {self.cpu_seconds:.1f} CPU-seconds in {self.wall_seconds:.0f} s "
+                f"({self.cpu_seconds / max(self.wall_seconds, 1e-9):.2f} core) beside Keystone"
+            )
         if lines:
-            self.target.write_text("\n".join(lines) + "\n")
-            self.path = self.target
+            self.path = write_stacks(self.target, compact(lines))
+
+
+def _cpu_seconds(pid: int) -> float:
+    """User + system CPU of PID so far, from /proc (0 where it cannot be read)."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    except (OSError, ValueError, IndexError):
+        return 0.0
+
+
+def stored(path: Path) -> Path:
+    """Where the stacks named PATH (``STEM-profile.txt``) are kept: PATH.xz."""
+    return path.with_name(path.name + ".xz")
+
+
+def write_stacks(path: Path, stacks: collections.Counter[str]) -> Path:
+    """STACKS sorted (stacks that share a prefix side by side) and xz-compressed at
+    stored(PATH). The token suite's 96.6 MB of py-spy output (its default size on a busy
+    2-core AMD EPYC, 2026-11-29) became 434 kB, in 0.7 s of CPU after the load."""
+    text = "".join(f"{s} {n}\n" for s, n in sorted(stacks.items()))
+    out = stored(path)
+    out.write_bytes(lzma.compress(text.encode(), preset=1))
+    return out
+
+
+def read_lines(path: Path) -> list[str]:
+    """The collapsed stacks at PATH: an .xz that write_stacks made, or plain text."""
+    if path.suffix == ".xz":
+        return lzma.decompress(path.read_bytes()).decode(errors="replace").splitlines()
+    return path.read_text(errors="replace").splitlines()
+
+
+def compact(lines: Sequence[str]) -> collections.Counter[str]:
+    """py-spy's collapsed stacks without what no reader uses: the ``process PID:"argv"``
+    frames (a uWSGI command line in every stack) and the install prefixes of paths
+    (``.../site-packages/keystone/api/auth.py`` -> ``keystone/api/auth.py``); stacks
+    that became the same are summed."""
+    out: collections.Counter[str] = collections.Counter()
+    for line in lines:
+        text, _, count = line.rstrip().rpartition(" ")
+        if not text or not count.isdigit():
+            continue
+        frames = [
+            _PREFIX.sub("(", f) for f in text.split(";") if f and not f.startswith("process ")
+        ]
+        if frames:
+            out[";".join(frames)] += int(count)
+    return out
 
 
 @contextlib.contextmanager

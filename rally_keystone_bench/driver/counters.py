@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from rally_keystone_bench.deploy import tracing
+from rally_keystone_bench.deploy import profiling, tracing
 from rally_keystone_bench.report.flame import flame_svg
 from rally_keystone_bench.report.render import write_summary
 from rally_keystone_bench.verdicts import counters, profiles
@@ -63,7 +63,7 @@ def gather(outcome: Any, keystone_dir: Path | None, profile: Path | None = None)
     flame = None
     stem = outcome.task_file.stem
     if profile is not None and profile.exists():
-        stacks = profiles.parse(profile.read_text(errors="replace").splitlines())
+        stacks = profiles.parse(profiling.read_lines(profile))
         flame = flame_svg(stacks, f"{stem}: Keystone's server processes") if stacks else None
     if outcome.summary is not None:
         label = f"{stem} ({outcome.interrupted}: what ran)" if outcome.interrupted else stem
@@ -145,16 +145,17 @@ def load_saved(result: str) -> dict[int, dict[str, counters.ActionCounters]] | N
 
 
 def load_profile(result: str, workloads: Sequence[Any]) -> tuple[collections.Counter, dict] | None:
-    """py-spy's stacks that ``run`` kept beside RESULT (``STEM-profile.txt``), and the requests.
+    """py-spy's stacks that ``run`` kept beside RESULT (``STEM-profile.txt.xz``), and the requests.
 
     The requests: each atomic action's iterations in WORKLOADS (RESULT's),
     and all of them under ``profiles.ANY``. None without a profile file.
     """
     path = Path(result)
-    profile = path.parent / f"{path.stem}-profile.txt"
-    if not path.is_file() or not profile.is_file():
+    named = path.parent / f"{path.stem}-profile.txt"
+    profile = next((p for p in (profiling.stored(named), named) if p.is_file()), None)
+    if not path.is_file() or profile is None:
         return None
-    stacks = profiles.parse(profile.read_text(errors="replace").splitlines())
+    stacks = profiles.parse(profiling.read_lines(profile))
     if not stacks:
         return None
     requests: collections.Counter = collections.Counter()

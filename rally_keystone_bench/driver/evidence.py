@@ -50,9 +50,7 @@ class Evidence:
         for side, prof in got.items():
             if prof.path is None:
                 continue
-            self.stacks[side].update(
-                profiles.parse(prof.path.read_text(errors="replace").splitlines())
-            )
+            self.stacks[side].update(profiles.parse(profiling.read_lines(prof.path)))
             for wl in workloads:
                 for name, a in wl.actions.items():
                     if name.startswith(f"{side}."):

@@ -155,6 +155,7 @@ def prepared_env(
             # directory's users (a 0600 file) through the env's extras.
             users_file = str(server.directory_users_path)
             spec["!extras"] = {"keystone_bench": {"directory_users": users_file}}
+        say(f"Rally: database, env {ENV_NAME}, its check (rally db ensure, env create, env check)")
         home = rallyenv.RallyHome(run_dir / "rally")
         home.create_env(ENV_NAME, spec)
         home.check_env(ENV_NAME)

@@ -31,6 +31,7 @@ from typing import Any
 from rally_keystone_bench import shipped
 from rally_keystone_bench.boundary import mask_urls
 from rally_keystone_bench.driver import machine as machine_record
+from rally_keystone_bench.driver import workload_progress
 from rally_keystone_bench.driver.rally import (
     PRIVATE_UMASK,
     UUID_RE,
@@ -344,21 +345,22 @@ Watcher = Callable[[TaskRun, str], None]
 
 
 def progress_lines(
-    say: Callable[[str], None] = progress, every: float = PROGRESS_EVERY_S
+    say: Callable[[str], None] = progress,
+    every: float = PROGRESS_EVERY_S,
+    planned: list[workload_progress.Planned] | None = None,
 ) -> Watcher:
-    """The default watcher: the task's uuid when Rally names it, then counts every few seconds."""
-    seen: dict[str, Any] = {"uuid": None, "last": 0.0, "done": 0}
+    """The default watcher: the task's uuid when Rally names it, then each workload's
+    start, progress (iterations of the total, ETA) and end (workload_progress.Board)."""
+    seen: dict[str, Any] = {"uuid": None}
+    board = workload_progress.Board(planned or [], say, every=every)
 
     def watch(run: TaskRun, line: str) -> None:
-        name = run.task_file.name
         if run.uuid is not None and seen["uuid"] is None:
             seen["uuid"] = run.uuid
-            say(f"{name}: task {run.uuid} started (log: {run.log_path})")
-        now = time.monotonic()
-        if run.counts.done != seen["done"] and now - seen["last"] >= every:
-            seen["last"], seen["done"] = now, run.counts.done
-            say(f"{name}: {run.counts.done} iterations done, {run.counts.failed} failed")
+            say(f"{run.task_file.name}: task {run.uuid} started (log: {run.log_path})")
+        board.feed(line, run.counts.done, run.counts.failed, run.counts.started)
 
+    watch.close = board.close  # type: ignore[attr-defined]  # the task ended
     return watch
 
 
@@ -379,7 +381,7 @@ def start_task(
     with it at the end. Ctrl-C (or SIGTERM under ``sigterm_as_interrupt``)
     is passed on to Rally, which aborts the task and runs its cleanup.
     """
-    watch = watch or progress_lines()
+    watch = watch or progress_lines(planned=workload_progress.plan(task_file, task_args))
     cmd = [rally_executable(), "--config-file", str(config or home.config_path), "task", "start"]
     cmd += [str(task_file.resolve()), "--env", env, *extra]
     if task_args:
@@ -410,6 +412,7 @@ def start_task(
                 run.counts.feed(line)
                 watch(run, line)
             run.rc = proc.wait()
+            getattr(watch, "close", lambda: None)()
         except KeyboardInterrupt as exc:
             # A second signal, or one outside sigterm_as_interrupt: no more waiting.
             run.interrupted_by = getattr(exc, "signum", signal.SIGINT)
@@ -500,6 +503,8 @@ def write_reports(home: RallyHome, outcome: TaskOutcome, out_dir: Path) -> None:
     """Rally's JSON and static HTML reports, then our summary, for one task."""
     if outcome.uuid is None:
         return
+    started = time.monotonic()
+    progress(f"{outcome.task_file.name}: writing reports (Rally's JSON and HTML, our summary)")
     # Rally runs in its own home directory: a relative path would land there.
     out_dir = out_dir.resolve()
     stem = outcome.task_file.stem
@@ -524,6 +529,7 @@ def write_reports(home: RallyHome, outcome: TaskOutcome, out_dir: Path) -> None:
             outcome.summary = write_summary(
                 outcome.workloads, out_dir / f"{stem}-summary", label, machine=outcome.machine
             )
+    progress(f"{outcome.task_file.name}: reports written in {time.monotonic() - started:.1f} s")
 
 
 def run_task(

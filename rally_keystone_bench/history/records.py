@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import dataclasses
 import datetime as dt
-import importlib.metadata
 import json
 import os
 import subprocess
@@ -19,6 +18,7 @@ from typing import Any
 
 from rally_keystone_bench.deploy import gitref, venv
 from rally_keystone_bench.errors import BenchError
+from rally_keystone_bench.version import version as installed_version
 
 TOTAL = "total"
 
@@ -163,10 +163,7 @@ def machine_line() -> tuple[str, str, int]:
 
 def tool_version() -> str:
     """The installed version, and the checkout's ``git describe`` when run from one."""
-    try:
-        version = importlib.metadata.version("rally-keystone-bench")
-    except importlib.metadata.PackageNotFoundError:
-        version = "unknown"
+    version = installed_version()
     described = _git(Path(__file__).resolve().parent, "describe", "--tags", "--always", "--dirty")
     return f"{version} ({described})" if described else version
 

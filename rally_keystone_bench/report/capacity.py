@@ -31,6 +31,7 @@ from rally_keystone_bench.verdicts.probe_verdict import (
     SLOPE,
     Probe,
 )
+from rally_keystone_bench.version import version as tool_version
 
 
 def machine() -> dict[str, Any]:
@@ -220,7 +221,8 @@ def write_reports(
     """capacity.json and capacity.html in OUT_DIR."""
     summary = build_summary(outcome, settings, target, started_at, elapsed)
     json_path, html_path = out_dir / "capacity.json", out_dir / "capacity.html"
-    json_path.write_text(json.dumps(summary, indent=2) + "\n", encoding="utf-8")
+    doc = {"tool_version": tool_version(), **summary}
+    json_path.write_text(json.dumps(doc, indent=2) + "\n", encoding="utf-8")
     html_path.write_text(render_html(summary, outcome.probes, outcome.n), encoding="utf-8")
     return json_path, html_path
 

@@ -16,6 +16,7 @@ from rally_keystone_bench.verdicts.compare import (
     Comparison,
 )
 from rally_keystone_bench.verdicts.failures import p_text
+from rally_keystone_bench.version import version as tool_version
 
 
 def ms_or_na(v: float) -> str:
@@ -85,7 +86,8 @@ def write_text(path: str, text: str) -> None:
 
 
 def write_json(result: CompareResult, path: str) -> None:
-    write_text(path, json.dumps(result.as_dict(), indent=2) + "\n")
+    doc = {"tool_version": tool_version(), **result.as_dict()}
+    write_text(path, json.dumps(doc, indent=2) + "\n")
 
 
 def render_html(result: CompareResult, evidence: dict | None = None) -> str:

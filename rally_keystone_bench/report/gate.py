@@ -13,6 +13,7 @@ from rally_keystone_bench.report.compare import ms_or_na
 from rally_keystone_bench.report.render import environment
 from rally_keystone_bench.verdicts import family
 from rally_keystone_bench.verdicts.pairing import CPU_ROW, GateResult, Judgement
+from rally_keystone_bench.version import version as tool_version
 
 
 def _p(p: float) -> str:
@@ -102,7 +103,8 @@ def write_outputs(result: GateResult, paths: dict[str, Path], evidence: dict | N
 
     EVIDENCE: Keystone's counters and profiles for the HTML (report/counters.evidence_html).
     """
-    paths["JSON"].write_text(json.dumps(result.as_dict(), indent=2) + "\n")
+    doc = {"tool_version": tool_version(), **result.as_dict()}
+    paths["JSON"].write_text(json.dumps(doc, indent=2) + "\n")
     paths["JUnit"].write_text(render_junit(result))
     html = (
         environment()

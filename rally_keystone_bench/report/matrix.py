@@ -11,6 +11,7 @@ from typing import Any
 from rally_keystone_bench.report import svg
 from rally_keystone_bench.report.render import environment
 from rally_keystone_bench.verdicts.rounds import across_rounds
+from rally_keystone_bench.version import version as tool_version
 
 
 def format_table(rows: Sequence[dict[str, Any]]) -> str:
@@ -119,6 +120,7 @@ def write_report(
     html.write_text(render_html(rows, title, deployments, errors or {}, summary), encoding="utf-8")
     doc = {
         "task": task,
+        "tool_version": tool_version(),
         "units": {"latency": "seconds", "throughput": "successful iterations per second"},
         "deployments": deployments,
         "rows": list(rows),

@@ -25,6 +25,7 @@ from rally_keystone_bench.report import svg
 from rally_keystone_bench.verdicts import counters as keystone_counters
 from rally_keystone_bench.verdicts import stats, trend
 from rally_keystone_bench.verdicts.results import RPS_RUNNERS, TOTAL, Workload, redact
+from rally_keystone_bench.version import version as tool_version
 
 TEMPLATES = Path(__file__).parent / "templates"
 FIGURES = ("min", "mean", "p50", "p90", "p95", "p99", "p99.9", "max")
@@ -132,6 +133,28 @@ def chart_actions(wl: Workload) -> list[str]:
     """Actions that get charts: the atomic ones, or the iteration when there are none."""
     names = [n for n in wl.actions if n != TOTAL]
     return names or [TOTAL]
+
+
+def distinguishing_names(workloads: Sequence[Workload]) -> list[str]:
+    """Each workload's scenario with the arguments (else the runner settings) that tell
+    it from the others of the same scenario: ``KeystoneTokens.validate (method HEAD)``;
+    the scenario alone when it runs once or nothing tells its runs apart."""
+    names = []
+    for wl in workloads:
+        same = [w for w in workloads if w.scenario == wl.scenario]
+        words: list[str] = []
+        for part in ("args", "runner"):
+            dicts = [redact(getattr(w, part)) or {} for w in same]
+            mine = redact(getattr(wl, part)) or {}
+            keys = sorted({k for d in dicts for k in d})
+            differ = [
+                k for k in keys if len({json.dumps(d.get(k), sort_keys=True) for d in dicts}) > 1
+            ]
+            words = [f"{k} {json.dumps(mine[k]).strip(chr(34))}" for k in differ if k in mine]
+            if words:
+                break
+        names.append(f"{wl.scenario} ({', '.join(words)})" if words else wl.scenario)
+    return names
 
 
 def workload_summary(wl: Workload, index: int) -> dict[str, Any]:
@@ -293,12 +316,15 @@ def build_summary(
     """
     summary = {
         "generated_by": f"{pkg} report",
+        "tool_version": tool_version(),
         "generated_at": dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
         "source": source,
         "units": {"latency": "seconds", "throughput": "successful iterations per second"},
         "workloads": [workload_summary(w, i) for i, w in enumerate(workloads)],
         "setting_tables": one_setting_groups(workloads),
     }
+    for entry, name in zip(summary["workloads"], distinguishing_names(workloads), strict=True):
+        entry["name"] = name
     for entry, found in zip(summary["workloads"], counters or (), strict=False):
         entry["counters"] = {name: _with_top(c) for name, c in found.items()}
     if keystone:
@@ -336,8 +362,8 @@ def charts(wl: Workload) -> list[dict[str, str]]:
         )
         out.append(
             {
-                "title": f"{name}: latency histogram",
-                "svg": svg.histogram(a.duration[ok], f"{name} latency histogram"),
+                "title": f"{name}: latency by percentile",
+                "svg": svg.percentiles(a.duration[ok], f"{name} latency by percentile"),
             }
         )
 

@@ -10,6 +10,7 @@ from typing import Any
 
 from rally_keystone_bench.report import svg
 from rally_keystone_bench.verdicts.growth import Dimension, Growth, Point
+from rally_keystone_bench.version import version as tool_version
 
 
 def _ms(v: float) -> str:
@@ -119,6 +120,7 @@ def _row(p: dict[str, Any]) -> str:
 def write(out_dir: Path, doc: dict[str, Any], chart_svg: str) -> tuple[Path, Path]:
     """scale.json and scale.html in OUT_DIR."""
     json_path, html_path = out_dir / "scale.json", out_dir / "scale.html"
+    doc = {"tool_version": tool_version(), **doc}
     json_path.write_text(json.dumps(doc, indent=2) + "\n", encoding="utf-8")
     growth = doc["growth"]
     verdict = growth["sentence"] if growth else "no growth fitted (fewer than two points)"

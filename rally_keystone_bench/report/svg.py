@@ -202,13 +202,14 @@ def latency_over_time(
         f'stroke-opacity="{0.85 if dx.size <= 200 else 0.55}" '
         f'stroke-width="{marker_size(dx.size)}" stroke-linecap="round" fill="none"/>'
     )
+    legend = [(COLORS["points"], f"{x.size} samples")]
     mx, mv = rolling_quantile(x, yms)
-    if mx.size >= 2:
+    if mx.size >= 2:  # a p95 needs a window of 20 samples: none is drawn for fewer
         body.append(
             f'<path class="p95" d="{path_d(fr.x(mx), fr.y(np.minimum(mv, cap)))}" '
             f'stroke="{COLORS["p95"]}" stroke-width="2" fill="none"/>'
         )
-    legend = [(COLORS["points"], "samples"), (COLORS["p95"], "rolling p95")]
+        legend.append((COLORS["p95"], f"rolling p95 ({int(mx.size)} windows)"))
     if fit is not None:
         xa, xb = 0.0, float(x.max())
         ya = np.clip((fit.intercept + fit.slope * (xa + 0)) * 1000, 0, cap)
@@ -234,32 +235,51 @@ def latency_over_time(
     return document(title, body, legend)
 
 
-def histogram(y: np.ndarray, title: str, bins: int = 40) -> str:
-    """Latency histogram (ms), up to the 99.9th percentile; the rest in the last bar."""
-    yms = y * 1000.0
-    if yms.size == 0:
+PERCENTILE_TICKS = ((0, "0%"), (1, "90%"), (2, "99%"), (3, "99.9%"), (4, "99.99%"), (5, "99.999%"))
+
+
+def percentiles(y: np.ndarray, title: str) -> str:
+    """Latency (ms) at each percentile, HDR-style: the x axis is log(1 / (1 - q)), so
+    the tail (90 %, 99 %, 99.9 %) gets as much room as the body. Every sample is a
+    point: nothing is binned, so 10 samples draw as well as 10,000."""
+    yms = np.sort(y * 1000.0)
+    n = yms.size
+    if n == 0:
         return document(title, [f'<text x="{W / 2}" y="{H / 2}">no samples</text>'])
-    lo = float(yms.min())
-    hi = float(np.percentile(yms, 99.9))
-    if hi <= lo:
-        hi = lo + max(lo * 0.01, 1e-3)
-    counts, edges = np.histogram(np.clip(yms, lo, hi), bins=bins, range=(lo, hi))
-    fr = Frame(lo, hi, 0.0, float(counts.max()) * 1.05)
-    body = fr.axes("latency (ms)", "samples")
-    d = []
-    for c, a, b in zip(counts, edges[:-1], edges[1:], strict=True):
-        if c == 0:
-            continue
-        x0, x1 = fr.x(a), fr.x(b)
-        y0 = fr.y(c)
-        d.append(
-            f"M{_fmt(x0)},{_fmt(fr.y(0))} L{_fmt(x0)},{_fmt(y0)} "
-            f"L{_fmt(x1 - 0.5)},{_fmt(y0)} L{_fmt(x1 - 0.5)},{_fmt(fr.y(0))} Z"
+    q = (np.arange(n) + 0.5) / n  # each sample at the middle of its share
+    xs = np.log10(1.0 / (1.0 - q))
+    x1 = max(1.0, math.ceil(float(xs[-1])))
+    fr = Frame(0.0, x1, 0.0, float(yms[-1]) * 1.05 or 1.0)
+    body = fr.y_axis("latency (ms)")
+    for v, text in PERCENTILE_TICKS:
+        if v > x1:
+            break
+        xx = fr.x(v)
+        body.append(
+            f'<line x1="{_fmt(xx)}" x2="{_fmt(xx)}" y1="{TOP}" y2="{TOP + fr.ph + 4}" '
+            'stroke="#eeeeee"/>'
+            f'<text x="{_fmt(xx)}" y="{TOP + fr.ph + 16}" text-anchor="middle">{text}</text>'
         )
     body.append(
-        f'<path class="bars" d="{" ".join(d)}" fill="{COLORS["points"]}" fill-opacity="0.8"/>'
+        f'<text x="{LEFT + fr.pw / 2}" y="{H - 6}" text-anchor="middle">'
+        "percentile (log scale toward the tail)</text>"
     )
-    return document(title, body, [(COLORS["points"], f"{yms.size} samples, {bins} bins")])
+    px, py = fr.x(xs), fr.y(yms)
+    steps = [f"M{_fmt(fr.x(0.0))},{_fmt(py[0])}"]
+    steps += [f"H{_fmt(a)}V{_fmt(b)}" for a, b in zip(px, py, strict=True)]
+    body.append(
+        f'<path class="percentiles" d="{"".join(steps)}" stroke="{COLORS["points"]}" '
+        'stroke-width="2" fill="none"/>'
+    )
+    if n <= 200:
+        dots = "".join(f"M{_fmt(a)} {_fmt(b)}h0" for a, b in zip(px, py, strict=True))
+        body.append(
+            f'<path class="points" d="{dots}" stroke="{COLORS["points"]}" '
+            f'stroke-width="{marker_size(n)}" stroke-linecap="round" fill="none"/>'
+        )
+    p50, p99 = np.percentile(yms, 50), np.percentile(yms, 99)
+    text = f"{n} samples: median {p50:.1f} ms, p99 {p99:.1f} ms, max {yms[-1]:.1f} ms"
+    return document(title, body, [(COLORS["points"], text)])
 
 
 def rate_over_time(

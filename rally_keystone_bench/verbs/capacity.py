@@ -325,12 +325,30 @@ def capacity_row(settings: capacity.Settings, outcome: capacity.Outcome) -> Acti
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """The options of ``keystone-bench capacity``."""
-    parser.add_argument("--scenario", required=True)
-    parser.add_argument("--low", type=boundary.non_negative, default=1.0)
-    parser.add_argument("--high", type=boundary.non_negative, default=200.0)
+    parser.add_argument(
+        "--scenario", required=True, help="the token path searched: authenticate or validate"
+    )
+    parser.add_argument(
+        "--low",
+        type=boundary.non_negative,
+        default=1.0,
+        help="lowest rate searched, in rps (default 1)",
+    )
+    parser.add_argument(
+        "--high",
+        type=boundary.non_negative,
+        default=200.0,
+        help="highest rate searched, in rps (default 200)",
+    )
     parser.add_argument("--warmup", type=boundary.non_negative, default=60.0, help="seconds")
     parser.add_argument("--window", type=boundary.non_negative, default=300.0, help="seconds")
-    parser.add_argument("--max-slope", type=boundary.number_in(), default=0.01)
+    parser.add_argument(
+        "--max-slope",
+        type=boundary.number_in(),
+        default=0.01,
+        help="a probe degrades when latency grows faster than this, in seconds per second "
+        "past the warm-up (default 0.01)",
+    )
     parser.add_argument("--precision", type=boundary.non_negative, default=1.0, help="rps")
     parser.add_argument(
         "--runner",
@@ -365,9 +383,29 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="probe at the knee the ramp's Keystone busy time predicts (default: on with a "
         "local Keystone and the ramp)",
     )
-    parser.add_argument("--target", choices=["local", "cloud", "mock"], default="local")
-    parser.add_argument("--spec", default=None)
-    parser.add_argument("--reports-dir", default="reports")
+    add_target_arguments(parser)
+
+
+def add_target_arguments(parser: argparse.ArgumentParser) -> None:
+    """What each probe measures (--target, the mock's and local Keystone's options)
+    and where its results go."""
+    parser.add_argument(
+        "--target",
+        choices=["local", "cloud", "mock"],
+        default="local",
+        help="what is measured: a local Keystone (default), the cloud of the OS_* "
+        "variables or --spec, or the mock",
+    )
+    parser.add_argument(
+        "--spec",
+        default=None,
+        help="--target cloud: a Rally env spec file (default: the OS_* variables)",
+    )
+    parser.add_argument(
+        "--reports-dir",
+        default="reports",
+        help="where the reports go, in a directory per run (default reports)",
+    )
     options.add_force_option(parser)
     options.add_history_option(parser)
     parser.add_argument(

@@ -88,7 +88,12 @@ def clean_loads(args: argparse.Namespace) -> int:
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """The options of ``keystone-bench cleanup``."""
-    parser.add_argument("--reuse", default=None, metavar="TAG")
+    parser.add_argument(
+        "--reuse",
+        default=None,
+        metavar="TAG",
+        help="delete the users and projects kept by a run with this --reuse TAG",
+    )
     parser.add_argument(
         "--workload",
         action="append",
@@ -105,5 +110,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="delete the users and project a Locust load's master left (kbl-ID*, its 8 hex "
         "digits as keystone-bench printed them); repeatable",
     )
-    parser.add_argument("--spec", default=None)
-    parser.add_argument("--run-dir", default=None)
+    parser.add_argument(
+        "--spec",
+        default=None,
+        help="admin credentials from this Rally env spec file (default: --run-dir, else OS_*)",
+    )
+    parser.add_argument(
+        "--run-dir", default=None, help="admin credentials from this local Keystone's openrc"
+    )

@@ -109,12 +109,25 @@ def where_time_went(base: str, candidate: str, base_wl: list, cand_wl: list) -> 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """The options of ``keystone-bench compare``."""
-    parser.add_argument("base", metavar="BASE.json")
-    parser.add_argument("candidate", metavar="CAND.json")
+    parser.add_argument(
+        "base", metavar="BASE.json", help="the baseline: a Rally JSON report or a summary.json"
+    )
+    parser.add_argument(
+        "candidate", metavar="CAND.json", help="the candidate, of the same kind as the baseline"
+    )
     parser.add_argument(
         "--threshold", type=boundary.non_negative, default=10.0, help="percent (default 10)"
     )
     options.add_verdict_rules(parser)
-    parser.add_argument("--json", default=None, metavar="OUT")
-    parser.add_argument("--html", default=None, metavar="OUT")
-    parser.add_argument("--junit", default=None, metavar="OUT")
+    parser.add_argument(
+        "--json", default=None, metavar="OUT", help="also write the comparison as JSON to OUT"
+    )
+    parser.add_argument(
+        "--html", default=None, metavar="OUT", help="also write the comparison as HTML to OUT"
+    )
+    parser.add_argument(
+        "--junit",
+        default=None,
+        metavar="OUT",
+        help="also write the verdicts as JUnit XML to OUT (one test case per action)",
+    )

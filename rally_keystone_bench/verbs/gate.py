@@ -31,7 +31,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from rally_keystone_bench import boundary, procstat
+from rally_keystone_bench import procstat
 from rally_keystone_bench.clients import credentials
 from rally_keystone_bench.clients.admin import AdminClient
 from rally_keystone_bench.deploy import conf_options, directory, gitref, tracing, venv
@@ -46,6 +46,11 @@ from rally_keystone_bench.errors import BenchError
 from rally_keystone_bench.report import counters as report_counters
 from rally_keystone_bench.report import gate as gate_report
 from rally_keystone_bench.verbs import options as verb_options
+from rally_keystone_bench.verbs.gate_options import (  # noqa: F401  (the CLI's)
+    CLOUD_TASK,
+    add_arguments,
+    add_counter_options,
+)
 from rally_keystone_bench.verdicts import compare, family, pairing
 from rally_keystone_bench.verdicts.blocks import (
     SAMPLE_SECONDS,
@@ -58,7 +63,6 @@ from rally_keystone_bench.verdicts.pairing import GateResult
 
 # The default task: a cloud's token paths; with it both sides run memcached
 # unless a side's --*-option cache=none says otherwise.
-CLOUD_TASK = "tasks/gate-cloud.yaml"
 # ... and Keystone's default auth methods plus totp, for its password + TOTP path.
 CLOUD_CONF = ("auth.methods=external,password,token,oauth1,mapped,application_credential,totp",)
 LDAP_PROJECT = "keystone-bench-gate-ldap"
@@ -83,30 +87,6 @@ def duration_args(task: Path, task_args: dict, settings: GateSettings) -> dict[s
     seconds = math.ceil(settings.block_seconds * (needed + SPARE_BLOCKS))
     used = {name for name in DURATION_ARGS if re.search(rf"{{[{{%][^}}]*\b{name}\b", text)}
     return {name: seconds for name in DURATION_ARGS if name in used}
-
-
-def add_baseline_arguments(p: argparse.ArgumentParser) -> None:
-    """--baseline SPEC, or a commit of the candidate's checkout (its parent by default)."""
-    what = p.add_mutually_exclusive_group()
-    what.add_argument(
-        "--baseline",
-        metavar="SPEC",
-        default=None,
-        help="a release (keystone==30.0.0), a checkout path, or git:REF of the candidate's "
-        "checkout (default: git:HEAD~1, the change's parent)",
-    )
-    what.add_argument(
-        "--baseline-ref",
-        metavar="REF",
-        default=None,
-        help="the candidate checkout's commit to compare with (same as --baseline git:REF)",
-    )
-    what.add_argument(
-        "--baseline-branch",
-        metavar="BRANCH",
-        default=None,
-        help="compare with where the candidate's HEAD left BRANCH (their merge base)",
-    )
 
 
 def resolve_baseline(args: argparse.Namespace) -> tuple[str, dict[str, str]]:
@@ -288,32 +268,6 @@ def side_name(deps: dict[str, Deployment], commits: dict[str, str], side: str) -
     """SIDE's deployment line, and its commit when the baseline is the checkout's history."""
     name = deps[side].describe()
     return f"{name} ({commits[side]})" if side in commits else name
-
-
-def add_counter_options(parser: argparse.ArgumentParser) -> None:
-    """--trace and --max-sql-increase: the verdict on Keystone's SQL statements per request."""
-    parser.add_argument(
-        "--trace",
-        choices=("on", "off"),
-        default="on",
-        help="trace every paired request on both sides (OSprofiler) and judge SQL "
-        "statements per request first (default on)",
-    )
-    parser.add_argument(
-        "--max-sql-increase",
-        type=int,
-        default=0,
-        metavar="N",
-        help="SQL statements per request (median) the candidate may add before the gate "
-        "fails (default 0: any increase fails)",
-    )
-    parser.add_argument(
-        "--profile",
-        choices=("on", "off"),
-        default="on",
-        help="sample both sides' servers with py-spy and say where the added time went "
-        "(default on)",
-    )
 
 
 def check_settings(args: argparse.Namespace) -> GateSettings:
@@ -510,73 +464,3 @@ def main(args: argparse.Namespace) -> int:
     line = " | ".join(f"{side}: {side_name(deps, commits, side)}" for side in SIDES)
     verb_options.record_history(args, "gate", out_dir, deps["candidate"], line=line)
     return rc
-
-
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    """The options of ``keystone-bench gate``."""
-    add_baseline_arguments(parser)
-    verb_options.add_history_option(parser)
-    parser.add_argument("--candidate", required=True, metavar="SPEC")
-    parser.add_argument(
-        "--task",
-        default=CLOUD_TASK,
-        help=f"default {CLOUD_TASK}: every token path, memcached on; the quick "
-        "two-path task: tasks/gate.yaml",
-    )
-    parser.add_argument(
-        "--rounds",
-        type=boundary.positive_int,
-        default=1,
-        help="task runs before the first verdict (default 1); the gate adds more "
-        "while too few blocks are clean and --max-time allows",
-    )
-    parser.add_argument(
-        "--max-time",
-        type=boundary.number_in(1.0),
-        default=900.0,
-        metavar="SECONDS",
-        help="the gate may extend itself with more task runs until this many "
-        "seconds from its start (default 900)",
-    )
-    parser.add_argument(
-        "--block-seconds",
-        type=boundary.number_in(1.0, 60.0),
-        default=2.0,
-        help="length of a block of pairs judged together (default 2)",
-    )
-    parser.add_argument(
-        "--min-clean-blocks",
-        type=boundary.number_in(5, None, int),
-        default=8,
-        help="clean blocks an action needs for a verdict; fewer: inconclusive, exit 3",
-    )
-    parser.add_argument(
-        "--max-interference",
-        type=boundary.non_negative,
-        default=0.5,
-        metavar="CORES",
-        help="a block is set aside when other processes' CPU swings by more than "
-        "this within it (default 0.5 core)",
-    )
-    parser.add_argument(
-        "--max-steal",
-        type=boundary.non_negative,
-        default=0.1,
-        metavar="CORES",
-        help="a block is set aside when the hypervisor steals more (default 0.1 core)",
-    )
-    parser.add_argument("--threshold", type=boundary.non_negative, default=10.0)
-    verb_options.add_verdict_rules(parser)
-    parser.add_argument("--reports-dir", default="reports")
-    parser.add_argument("--task-args", default=None, metavar="JSON")
-    for side in ("baseline", "candidate"):
-        parser.add_argument(
-            f"--{side}-option",
-            action="append",
-            default=[],
-            metavar="KEY=VALUE",
-            help=f"a deployment setting of the {side} only, e.g. password_hash_rounds=12, "
-            "or a keystone.conf one, e.g. token.provider=jws",
-        )
-    verb_options.add_identity_options(parser)
-    verb_options.add_set_option(parser)  # both sides; one side's: --candidate-option S.O=V

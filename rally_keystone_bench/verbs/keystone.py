@@ -66,11 +66,23 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     ks_sub.required = True
     up = ks_sub.add_parser("up", help="start a local Keystone and write RUN_DIR/openrc")
     options.add_deployment_options(up)
-    up.add_argument("--run-dir", default=None, help="where config, logs and openrc go")
+    up.add_argument(
+        "--run-dir",
+        default=None,
+        help=f"where config, logs and openrc go (default {DEFAULT_RUN_DIR})",
+    )
     up.set_defaults(func=keystone_up)
     down = ks_sub.add_parser("down", help="stop the local Keystone, keep its logs")
-    down.add_argument("--run-dir", default=None)
+    down.add_argument(
+        "--run-dir",
+        default=None,
+        help=f"the run directory of `keystone up` (default {DEFAULT_RUN_DIR})",
+    )
     down.set_defaults(func=keystone_down)
     status = ks_sub.add_parser("status", help="say whether the local Keystone answers")
-    status.add_argument("--run-dir", default=None)
+    status.add_argument(
+        "--run-dir",
+        default=None,
+        help=f"the run directory of `keystone up` (default {DEFAULT_RUN_DIR})",
+    )
     status.set_defaults(func=keystone_status)

@@ -320,8 +320,17 @@ def main(args: argparse.Namespace) -> int:
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """The options of ``keystone-bench load``."""
-    parser.add_argument("--engine", choices=["locust", "rally"], default="locust")
-    parser.add_argument("--scenario", choices=["authenticate", "validate", "lifecycle"])
+    parser.add_argument(
+        "--engine",
+        choices=["locust", "rally"],
+        default="locust",
+        help="load engine of the probe: locust (default) or rally",
+    )
+    parser.add_argument(
+        "--scenario",
+        choices=["authenticate", "validate", "lifecycle"],
+        help="the token path probed",
+    )
     parser.add_argument("--rate", type=float, default=10.0, help="requests per second (target)")
     parser.add_argument("--duration", type=float, default=30.0, help="seconds measured")
     parser.add_argument("--warmup", type=float, default=0.0, help="seconds before, not kept")
@@ -352,7 +361,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="S",
         help="seconds the workers have to join (default 60)",
     )
-    parser.add_argument("--arrival", choices=["constant", "poisson"], default="constant")
+    parser.add_argument(
+        "--arrival",
+        choices=["constant", "poisson"],
+        default="constant",
+        help="intended starts at fixed intervals (default) or as a Poisson process",
+    )
     parser.add_argument(
         "--users", type=int, default=None, help="connections over all workers (Locust's -u)"
     )
@@ -365,14 +379,52 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--locustfile", action="store_true", help="print the path of our locustfile and exit"
     )
-    parser.add_argument("--target", choices=["local", "cloud", "mock"], default="mock")
-    parser.add_argument("--spec", default=None)
-    parser.add_argument("--reports-dir", default="reports")
+    add_target_arguments(parser)
+
+
+def add_target_arguments(parser: argparse.ArgumentParser) -> None:
+    """What the probe measures (--target, the mock's and local Keystone's options)
+    and where its results go."""
+    parser.add_argument(
+        "--target",
+        choices=["local", "cloud", "mock"],
+        default="mock",
+        help="what is measured: the mock (default), a local Keystone, or the cloud "
+        "of the OS_* variables or --spec",
+    )
+    parser.add_argument(
+        "--spec",
+        default=None,
+        help="--target cloud: a Rally env spec file (default: the OS_* variables)",
+    )
+    parser.add_argument(
+        "--reports-dir",
+        default="reports",
+        help="where the reports go, in a directory per run (default reports)",
+    )
     options.add_force_option(parser)
     parser.add_argument("--mock-workers", type=int, default=1, help="--target mock: processes")
-    parser.add_argument("--mock-service-time", type=float, default=5.0, metavar="MS")
-    parser.add_argument("--mock-stall", type=float, default=0.0, metavar="S")
-    parser.add_argument("--mock-stall-every", type=float, default=0.0, metavar="S")
+    parser.add_argument(
+        "--mock-service-time",
+        type=float,
+        default=5.0,
+        metavar="MS",
+        help="--target mock: milliseconds each token request takes (default 5)",
+    )
+    parser.add_argument(
+        "--mock-stall",
+        type=float,
+        default=0.0,
+        metavar="S",
+        help="--target mock: every worker stops answering for S seconds (needs --mock-stall-every)",
+    )
+    parser.add_argument(
+        "--mock-stall-every",
+        type=float,
+        default=0.0,
+        metavar="S",
+        help="--target mock: seconds from one stall to the next",
+    )
     parser.add_argument(
         "--server-workers",
         type=int,

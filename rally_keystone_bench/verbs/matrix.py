@@ -256,9 +256,28 @@ def run_names(name: str, k: int, repeat: int) -> tuple[str, str]:
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """The options of ``keystone-bench matrix``."""
-    parser.add_argument("--deployments", required=True, metavar="FILE.yaml")
-    parser.add_argument("--task", required=True)
-    parser.add_argument("--task-args", default=None, metavar="JSON")
-    parser.add_argument("--repeat", type=boundary.positive_int, default=1)
+    parser.add_argument(
+        "--deployments",
+        required=True,
+        metavar="FILE.yaml",
+        help="the deployments to run on: a YAML file of name -> deployment settings",
+    )
+    parser.add_argument("--task", required=True, help="the task file run on each deployment")
+    parser.add_argument(
+        "--task-args",
+        default=None,
+        metavar="JSON",
+        help="Jinja2 arguments of the task, as a JSON object (rally task start --task-args)",
+    )
+    parser.add_argument(
+        "--repeat",
+        type=boundary.positive_int,
+        default=1,
+        help="rounds over all deployments, interleaved (default 1)",
+    )
     options.add_history_option(parser)
-    parser.add_argument("--reports-dir", default="reports")
+    parser.add_argument(
+        "--reports-dir",
+        default="reports",
+        help="where the reports go, in a directory per run (default reports)",
+    )

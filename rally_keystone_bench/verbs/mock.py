@@ -36,8 +36,15 @@ def main(args: argparse.Namespace) -> int:
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """The options of ``keystone-bench mock``."""
-    parser.add_argument("--port", type=boundary.port, default=None)
-    parser.add_argument("--workers", type=boundary.positive_int, default=1)
+    parser.add_argument(
+        "--port",
+        type=boundary.port,
+        default=None,
+        help="loopback port to listen on (default: a free one)",
+    )
+    parser.add_argument(
+        "--workers", type=boundary.positive_int, default=1, help="server processes (default 1)"
+    )
     parser.add_argument(
         "--service-time",
         type=boundary.non_negative,
@@ -75,4 +82,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)"
     )
-    parser.add_argument("--run-dir", default=None)
+    parser.add_argument(
+        "--run-dir",
+        default=None,
+        help="keep its files (openrc, log) in this directory (default: a temporary one)",
+    )

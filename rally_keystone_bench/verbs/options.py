@@ -264,7 +264,13 @@ def add_identity_options(p: argparse.ArgumentParser) -> None:
 
 def add_verdict_rules(parser: argparse.ArgumentParser) -> None:
     """--alpha and --max-failure-increase: the rules of an A/B verdict (compare, gate)."""
-    parser.add_argument("--alpha", type=boundary.fraction, default=0.01)
+    parser.add_argument(
+        "--alpha",
+        type=boundary.fraction,
+        default=0.01,
+        help="family-wise error rate of the verdicts: a change counts when its "
+        "corrected p-value is below this (default 0.01)",
+    )
     parser.add_argument(
         "--max-failure-increase",
         type=boundary.number_in(0, 100),

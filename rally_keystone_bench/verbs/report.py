@@ -37,5 +37,9 @@ def main(args: argparse.Namespace) -> int:
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """The options of ``keystone-bench report``."""
-    parser.add_argument("result", metavar="RESULT.json|TASK_UUID")
+    parser.add_argument(
+        "result",
+        metavar="RESULT.json|TASK_UUID",
+        help="a Rally JSON report (rally task report --json) or a task UUID in Rally's database",
+    )
     parser.add_argument("--out", default=None, help="output directory")

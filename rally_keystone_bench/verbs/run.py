@@ -48,6 +48,14 @@ def add_trace_options(parser: argparse.ArgumentParser) -> None:
         "a flame graph in the summary (default on)",
     )
     parser.add_argument(
+        "--observe",
+        choices=("on", "off"),
+        default="on",
+        help="off: neither tracing nor profiling (--trace off --profile off), for latencies "
+        "free of their cost (tracing every request: about 3 %% of the median latency, "
+        "doc/source/counters.rst; py-spy's CPU is printed after each task)",
+    )
+    parser.add_argument(
         "--trace-rate",
         type=float,
         default=1.0,
@@ -149,6 +157,8 @@ def format_table(
 
 def main(args: argparse.Namespace) -> int:
     # Everything that can be checked is checked before any load is sent.
+    if getattr(args, "observe", "on") == "off":
+        args.trace = args.profile = "off"
     tasks = [rally_task.task_file(t) for t in args.tasks or [DEFAULT_TASK]]
     task_args = rally_task.parse_task_args(args.task_args)
     cloud = deployment = None
@@ -249,6 +259,7 @@ def _run_tasks(
             run_dir, cloud=cloud, deployment=deployment, trace_rate=trace_rate
         ) as env,
     ):
+        rally_task.progress(f"checking {len(tasks)} task file(s) with rally task validate")
         for task_file in tasks:
             rally_task.validate_task(env.home, env.name, task_file, task_args)
         for n, task_file in enumerate(tasks, 1):
@@ -266,6 +277,8 @@ def _run_tasks(
                     keystone_counters.gather(exc.outcome, env.keystone_dir)
                 exc.outcomes = [*outcomes, *([exc.outcome] if exc.outcome else [])]  # type: ignore[attr-defined]
                 raise
+            if env.keystone_dir is not None:
+                rally_task.progress("reading Keystone's traces and profile")
             keystone_counters.gather(outcome, env.keystone_dir, prof.path)
             outcomes.append(outcome)
     return outcomes
@@ -307,13 +320,22 @@ def summarize_outcomes(outcomes: Sequence[TaskOutcome], out_dir: Path) -> int:
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """The options of ``keystone-bench run``."""
     parser.add_argument("tasks", nargs="*", metavar="TASK", help="task files (default: the suite)")
-    parser.add_argument("--task-args", default=None, metavar="JSON")
+    parser.add_argument(
+        "--task-args",
+        default=None,
+        metavar="JSON",
+        help="Jinja2 arguments of the tasks, as a JSON object (rally task start --task-args)",
+    )
     parser.add_argument(
         "--existing-cloud",
         action="store_true",
         help="use the cloud described by OS_* variables (or --spec)",
     )
     parser.add_argument("--spec", default=None, help="a Rally env spec file for an existing cloud")
-    parser.add_argument("--reports-dir", default="reports")
+    parser.add_argument(
+        "--reports-dir",
+        default="reports",
+        help="where the reports go, in a directory per run (default reports)",
+    )
     options.add_deployment_options(parser)
     options.add_history_option(parser)

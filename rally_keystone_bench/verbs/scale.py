@@ -60,7 +60,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         help="what each point measures (default validate: GET /v3/auth/tokens of pooled tokens)",
     )
     p.add_argument("--times", type=boundary.positive_int, default=200, help="requests per point")
-    p.add_argument("--concurrency", type=boundary.positive_int, default=2)
+    p.add_argument(
+        "--concurrency",
+        type=boundary.positive_int,
+        default=2,
+        help="parallel requests at each point (default 2)",
+    )
     p.add_argument(
         "--max-p95-ms",
         type=boundary.number_in(1.0),
@@ -75,7 +80,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         help="measure the first point again after the last, and read a change within "
         "what it moved as the machine's (default on: one point more)",
     )
-    p.add_argument("--reports-dir", default="reports")
+    p.add_argument(
+        "--reports-dir",
+        default="reports",
+        help="where the reports go, in a directory per run (default reports)",
+    )
     options.add_deployment_options(p)
     options.add_history_option(p)
 

@@ -1,6 +1,6 @@
 """``keystone-bench tasks``: the task and deployment files shipped with the package.
 
-    keystone-bench tasks               # their paths, one a line
+    keystone-bench tasks               # their paths, each with a one-line description
     keystone-bench tasks --copy DIR    # copies into DIR/tasks and DIR/deployments
 
 Every verb finds its default task among them, from any directory.
@@ -19,8 +19,9 @@ from rally_keystone_bench.errors import BenchError
 def main(args: argparse.Namespace) -> int:
     if args.copy is None:
         for kind in shipped.KINDS:
+            print(f"{kind} (in {shipped.DATA / kind}):")
             for path in shipped.files(kind):
-                print(path)
+                print(f"  {path.name:<30} {shipped.describe(path)}")
         return 0
     dest = Path(args.copy)
     if dest.exists() and not dest.is_dir():

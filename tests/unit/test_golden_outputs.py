@@ -28,6 +28,7 @@ from rally_keystone_bench.report import matrix as matrix_report
 from rally_keystone_bench.verbs import matrix
 from rally_keystone_bench.verdicts import blocks, capacity, pairing, results, rounds
 from rally_keystone_bench.verdicts.capacity import GENERATOR, OK, SLOPE, Probe, Settings
+from rally_keystone_bench.version import version as tool_version
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 REAL = FIXTURES / "rally-keystone-tokens.json"
@@ -52,6 +53,7 @@ def last_digits_apart(text: str) -> str:
 def check(name: str, text: str, tmp_path: Path) -> None:
     text = text.replace(str(tmp_path), "<tmp>").replace(str(REAL), "<fixture>")
     text = STAMP_RE.sub("<now>", text)
+    text = text.replace(f'"tool_version": "{tool_version()}"', '"tool_version": "<version>"')
     path = GOLDEN / name
     if RECORD:
         path.parent.mkdir(exist_ok=True)

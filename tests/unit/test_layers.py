@@ -72,8 +72,9 @@ def test_plugins_import_only_what_rally_may_load(path):
 
 
 # What the verbs share, not verbs themselves: their options, names a user
-# gives (matrix rows) and which option applies to which target and engine.
-SHARED_VERB_MODULES = ("options", "names", "applicability")
+# gives (matrix rows) and which option applies to which target and engine;
+# gate_options: the gate's option declarations, apart from the gate's run.
+SHARED_VERB_MODULES = ("options", "names", "applicability", "gate_options")
 
 
 def test_no_module_imports_a_verb_but_the_cli():
@@ -163,9 +164,10 @@ def test_importing_the_verdicts_pulls_in_no_rally_oslo_or_http():
 ROOM_MAY_USE = {
     "clients": ("clients", "errors"),
     "deploy": ("deploy", "clients", "errors"),
-    # the results store and its records: a Keystone's commit comes from deploy/
-    "history": ("history", "deploy", "errors"),
-    "report": ("report", "verdicts", "errors", "", "__name__"),
+    # the results store and its records: a Keystone's commit comes from deploy/;
+    # "version" (the tool's own, a leaf on importlib.metadata) goes into every record
+    "history": ("history", "deploy", "errors", "version"),
+    "report": ("report", "verdicts", "errors", "version", "", "__name__"),
     # Rally's side of the tool (its prober too; "" is `from rally_keystone_bench
     # import shipped`): plugins/ for the runners' progress protocol only. Never
     # an engine, a verb or the CLI.

@@ -98,7 +98,8 @@ def test_charts_are_drawn_from_data(out):
     # 3 auth + rps: 2 charts each, rps one more; burst: 2 actions x 2 charts.
     assert len(svgs) == 4 * 2 + 1 + 4
     points = [a["d"] for t, a in tags if t == "path" and a.get("class") == "points"]
-    assert len(points) == 6 and all(d.count("h0") >= 80 for d in points[:4])
+    # 6 latency-over-time charts, then as many percentile plots, a dot per sample
+    assert len(points) == 12 and all(d.count("h0") >= 80 for d in points[:4])
     assert len([1 for t, a in tags if t == "path" and a.get("class") == "p95"]) >= 4
     fits = [a["d"] for t, a in tags if t == "path" and a.get("class") == "fit"]
     assert len(fits) == 6 and all(re.fullmatch(r"M[\d.]+,[\d.]+ L[\d.]+,[\d.]+", d) for d in fits)
@@ -245,7 +246,7 @@ def test_summary_opens_with_an_overview_row_per_workload_and_action_linking_to_i
     assert html.index('id="overview"') < html.index('id="workload-0"')
     rows = re.findall(r"<tr><td><a href=\"#workload-0\">1</a>", overview)
     assert len(rows) == len(workloads[0].actions)
-    for header in ("p50 (ms)", "p95 (ms)", "p99 (ms)", "throughput", "success", "SLA"):
+    for header in ("p50 (median, ms)", "p95 (ms)", "p99 (ms)", "throughput", "success", "SLA"):
         assert header in overview
 
 
