@@ -104,3 +104,23 @@ def test_the_gate_sizes_each_workload_for_the_blocks_its_family_needs():
     quick = gate.duration_args(tasks / "gate.yaml", {}, settings)
     assert quick == {"issue_seconds": 22, "validate_seconds": 22}
     assert gate.duration_args(tasks / "gate.yaml", {"issue_seconds": 5}, settings) == {}
+
+
+def test_a_modest_slowdown_on_a_busy_machine_is_inconclusive_a_large_one_convicts():
+    busy = Interference(other=0.85, other_swing=0.1, steal=0.0, generator=0.2)
+
+    def on_busy(shift: float) -> list[pairing.Block]:
+        out = blocks(13, shift, 3)
+        for b in out:
+            b.interference = busy
+        return out
+
+    # The A/A false alarm seen at load 17: 1.22x on every block, CPU alike.
+    seen = gate([on_busy(1.22)])
+    (v,) = seen.actions
+    assert seen.exit_code == 3 and "busy machine" in v.inconclusive
+    assert "other processes 0.85 core median" in v.inconclusive
+    # 150 ms added to a 50 ms request stays a regression, busy or not.
+    assert gate([on_busy(4.0)]).exit_code == 1
+    # The same 1.22x on a quiet machine convicts.
+    assert gate([blocks(13, 1.22, 3)]).exit_code == 1
