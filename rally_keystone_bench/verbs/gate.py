@@ -40,7 +40,7 @@ from rally_keystone_bench.deploy.files import write_private
 from rally_keystone_bench.deploy.keystone import LocalKeystone
 from rally_keystone_bench.driver import evidence as keystone_evidence
 from rally_keystone_bench.driver import rally as rallyenv
-from rally_keystone_bench.driver import targets
+from rally_keystone_bench.driver import targets, task_files
 from rally_keystone_bench.driver import task as rally_task
 from rally_keystone_bench.errors import BenchError
 from rally_keystone_bench.report import counters as report_counters
@@ -442,8 +442,9 @@ def main(args: argparse.Namespace) -> int:
     began = time.monotonic()
     # Every input is checked, and both environments built, before anything starts.
     settings = check_settings(args)
-    task = rally_task.task_file(args.task)
     task_args = rally_task.parse_task_args(getattr(args, "task_args", None))
+    # Each side's credentials are given to the task once the sides run.
+    task = task_files.checked(args.task, {**task_args, **dict.fromkeys(SIDES, "openrc")})
     task_args = {**duration_args(task, task_args, settings), **task_args}
     deps, commits = side_deployments(args)
     verb_options.check_history(args)

@@ -26,7 +26,7 @@ from typing import Any
 from rally_keystone_bench import boundary
 from rally_keystone_bench.deploy import venv
 from rally_keystone_bench.deploy.deployment import Deployment
-from rally_keystone_bench.driver import targets
+from rally_keystone_bench.driver import targets, task_files
 from rally_keystone_bench.driver import task as rally_task
 from rally_keystone_bench.errors import BenchError, Interrupted
 from rally_keystone_bench.report import scale as report
@@ -85,7 +85,7 @@ def main(args: argparse.Namespace) -> int:
     deployment = options.deployment(args)
     deployment.validate()
     point_deployment(deployment, plan.dimension, plan.values[0])  # a clash is bad input
-    task = rally_task.task_file(TASK)
+    task = task_files.checked(TASK, {})
     limits = growth.Limits(max_p95=args.max_p95_ms / 1000)
     action = ACTIONS[args.workload]
     # Keystone's environment before the first point: a SPEC that does not
