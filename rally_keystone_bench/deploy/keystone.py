@@ -41,6 +41,7 @@ from rally_keystone_bench.deploy import (
     process,
     readiness,
     servers,
+    shared_view,
     storage,
     tracing,
     venv,
@@ -249,6 +250,7 @@ class LocalKeystone(RunFiles):
         if self.deployment.server == "apache":
             for run_dir in [self.run_dir, *(self.run_dir / name for name, _ in self.nodes())]:
                 servers.remove_wsgi_socket_dir(run_dir)
+                shared_view.remove(run_dir)
         if teardown:
             tracing.remove(self.run_dir, self.config_path)
         found = self.ldap_directory
