@@ -200,6 +200,7 @@ def main(args: argparse.Namespace) -> int:
     if args.target == "local":
         deployment = options.deployment(args)
         deployment.validate()
+        targets.check_deployment(deployment)  # a bad SPEC or --set: before any file
     elif args.target == "cloud":
         cloud = options.cloud_spec(args)
     options.check_history(args)

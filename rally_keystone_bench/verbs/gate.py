@@ -450,8 +450,8 @@ def main(args: argparse.Namespace) -> int:
     verb_options.check_history(args)
     stamp = rally_task.utc_stamp()
     out_dir = (Path(args.reports_dir) / stamp).resolve()
+    targets.build_envs(deps)  # a SPEC that does not install: no directory made yet
     run_root = rally_task.run_dir(f"gate-{stamp}").resolve()
-    targets.build_envs(deps)
     out_dir.mkdir(parents=True, exist_ok=True)
     keystone_evidence.prepare_tracing(deps, run_root, getattr(args, "trace", "on") == "on")
     evidence = keystone_evidence.Evidence()

@@ -164,8 +164,8 @@ def main(args: argparse.Namespace) -> int:
         raise BenchError(f"--repeat must be at least 1, not {args.repeat}")
     options.check_history(args)
     stamp = rally_task.utc_stamp()
+    targets.build_envs(deployments)  # a SPEC that does not install: no directory made yet
     run_root = rally_task.run_dir(f"matrix-{stamp}")
-    targets.build_envs(deployments)
     out_dir = (Path(args.reports_dir) / stamp).resolve()
     out_dir.mkdir(parents=True, exist_ok=True)
     described = {name: dep.describe() for name, dep in deployments.items()}

@@ -161,6 +161,8 @@ def main(args: argparse.Namespace) -> int:
         task_args = targets.identity_task_args(deployment, task_args)
     rate = check_trace_options(args)
     options.check_history(args)
+    if deployment is not None:  # a SPEC that does not install, a --set it refuses
+        targets.check_deployment(deployment)
     out_dir, run_dir = rally_task.new_run_dirs(args.reports_dir)
     try:
         outcomes = _run_tasks(

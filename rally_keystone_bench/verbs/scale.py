@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from rally_keystone_bench import boundary
-from rally_keystone_bench.deploy import venv
+from rally_keystone_bench.deploy import limits as machine_limits
 from rally_keystone_bench.deploy.deployment import Deployment
 from rally_keystone_bench.driver import targets, task_files
 from rally_keystone_bench.driver import task as rally_task
@@ -75,6 +75,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         help="measure the first point again after the last, and read a change within "
         "what it moved as the machine's (default on: one point more)",
     )
+    p.add_argument(
+        "--force",
+        action="store_true",
+        help="seed a size above what this machine can hold (deploy/limits.py); it may not finish",
+    )
     p.add_argument("--reports-dir", default="reports")
     options.add_deployment_options(p)
     options.add_history_option(p)
@@ -82,6 +87,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 def main(args: argparse.Namespace) -> int:
     plan = growth.plan_sweep(args.dimension, args.values)
+    if not args.force:
+        machine_limits.check_data_size(plan.values[-1], plan.dimension.unit)
     deployment = options.deployment(args)
     deployment.validate()
     point_deployment(deployment, plan.dimension, plan.values[0])  # a clash is bad input
@@ -90,7 +97,7 @@ def main(args: argparse.Namespace) -> int:
     action = ACTIONS[args.workload]
     # Keystone's environment before the first point: a SPEC that does not
     # install is bad input, said once, before any Keystone starts.
-    venv.ensure_keystone_env(deployment.keystone, progress=rally_task.progress)
+    targets.check_deployment(deployment)
     options.check_history(args)
     out_dir, run_dir = rally_task.new_run_dirs(args.reports_dir)
     print(f"scale: {plan.describe()}; {args.workload}, {args.times} requests per point")
