@@ -62,7 +62,8 @@ def check_spec(spec: str) -> None:
     """BenchError when SPEC is neither a pip requirement nor a Keystone checkout."""
     if not spec.strip():
         raise BenchError(
-            "--keystone is empty: give a pip requirement (keystone==30.0.0) or a checkout's path"
+            "the Keystone SPEC is empty: give a pip requirement (keystone==30.0.0) or a "
+            "checkout's path"
         )
     if not is_local_checkout(spec):
         if not gitref.is_spec(spec):
@@ -85,7 +86,7 @@ def _check_requirement(spec: str) -> None:
     except InvalidRequirement as exc:
         reason = str(exc).splitlines()[0]
         raise BenchError(
-            f"--keystone {spec!r} is neither a pip requirement (keystone==30.0.0) nor a "
+            f"Keystone SPEC {spec!r} is neither a pip requirement (keystone==30.0.0) nor a "
             f"checkout's path: {reason}"
         ) from None
 

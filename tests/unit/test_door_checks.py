@@ -87,8 +87,8 @@ def test_a_trace_rate_without_tracing_is_refused(capsys, door):
 @pytest.mark.parametrize(
     ("spec", "said"),
     [
-        ("keystone>>=@@", "--keystone 'keystone>>=@@' is neither a pip requirement"),
-        ("", "--keystone is empty: give a pip requirement (keystone==30.0.0) or a checkout's path"),
+        ("keystone>>=@@", "Keystone SPEC 'keystone>>=@@' is neither a pip requirement"),
+        ("", "the Keystone SPEC is empty: give a pip requirement (keystone==30.0.0) or a"),
     ],
 )
 def test_a_bad_keystone_spec_is_one_line(capsys, door, spec, said):
