@@ -17,10 +17,12 @@ import hashlib
 import os
 import shlex
 import shutil
+import subprocess
 import tempfile
 from pathlib import Path
 
 from rally_keystone_bench.deploy.site import Site
+from rally_keystone_bench.errors import BenchError
 
 
 def stage_dir(run_dir: Path) -> Path:
@@ -84,9 +86,17 @@ def wrap(argv: list[str], site: Site) -> list[str]:
     closed = closed_dirs(needed_paths(site))
     if not closed:
         return argv
+    names = ", ".join(str(d) for d in closed)
+    probe = subprocess.run(["unshare", "--mount", "true"], capture_output=True, text=True)
+    if probe.returncode != 0:
+        said = (probe.stderr.strip().splitlines() or ["no output"])[-1]
+        raise BenchError(
+            f"--server apache as root: its user cannot reach {names}, and this machine gives "
+            f"no private mount namespace to open them in (unshare: {said}): run keystone-bench "
+            "as a user other than root"
+        )
     stage = stage_dir(site.run_dir)
     stage.mkdir(mode=0o700, exist_ok=True)
-    names = ", ".join(str(d) for d in closed)
     site.progress(f"apache: opening {names} to its user in Apache's own mount namespace only")
     return [
         "unshare", "--mount", "--propagation", "private",

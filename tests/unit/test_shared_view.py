@@ -17,6 +17,7 @@ import pytest
 
 from rally_keystone_bench.deploy import servers, shared_view
 from rally_keystone_bench.deploy.site import Site
+from rally_keystone_bench.errors import BenchError
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="Apache drops to another user as root")
 
@@ -59,3 +60,27 @@ def test_apache_as_root_changes_no_mode_and_its_user_reads_through_closed_dirs(t
         shared_view.remove(run_dir)
         closed.chmod(0o755)
     assert not shared_view.stage_dir(run_dir).exists()
+
+
+def test_without_a_mount_namespace_apache_as_root_is_refused_in_one_line(tmp_path, monkeypatch):
+    """A container without CAP_SYS_ADMIN: no mode is changed instead, and nothing starts."""
+    closed = tmp_path / "closed"
+    run_dir = closed / "ks"
+    run_dir.mkdir(parents=True)
+    closed.chmod(0o700)
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "unshare").write_text(
+        "#!/bin/sh\necho 'unshare failed: Operation not permitted' >&2\nexit 1\n"
+    )
+    (bin_dir / "unshare").chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bin_dir}:{os.environ['PATH']}")
+    site = Site("apache", 5000, 1, 1, run_dir, run_dir / "k.conf", run_dir / "s.log",
+                run_dir / "a.log", Path(sys.prefix))  # fmt: skip
+    try:
+        with pytest.raises(BenchError, match="unshare: unshare failed: Operation not permitted"):
+            shared_view.wrap(["mod_wsgi-express"], site)
+        assert closed.stat().st_mode & 0o777 == 0o700
+        assert not shared_view.stage_dir(run_dir).exists()
+    finally:
+        closed.chmod(0o755)
