@@ -6,7 +6,7 @@ import argparse
 from pathlib import Path
 
 from rally_keystone_bench.deploy.keystone import LocalKeystone
-from rally_keystone_bench.driver.targets import check_deployment, start_explained
+from rally_keystone_bench.driver.targets import start_explained
 from rally_keystone_bench.driver.task import progress
 from rally_keystone_bench.errors import BenchError
 from rally_keystone_bench.verbs import options
@@ -28,10 +28,8 @@ def check_run_dir(path: Path, flag: str = "--run-dir") -> None:
 
 def keystone_up(args: argparse.Namespace) -> int:
     run_dir = _run_dir(args)
-    deployment = options.deployment(args)
-    deployment.validate()
-    check_deployment(deployment)  # a bad SPEC or --set: one line, before the run directory
-    ks = LocalKeystone(deployment, run_dir, progress=progress)
+    # A bad SPEC or --set: one line, before the run directory is made.
+    ks = LocalKeystone(options.checked_deployment(args), run_dir, progress=progress)
     if ks.is_running():
         raise BenchError(f"a Keystone from {ks.run_dir} is already running: keystone down first")
     start_explained(ks)
