@@ -443,8 +443,9 @@ def main(args: argparse.Namespace) -> int:
     # Every input is checked, and both environments built, before anything starts.
     settings = check_settings(args)
     task_args = rally_task.parse_task_args(getattr(args, "task_args", None))
-    # Each side's credentials are given to the task once the sides run.
-    task = task_files.checked(args.task, {**task_args, **dict.fromkeys(SIDES, "openrc")})
+    # Each side's credentials and the durations are given to the task by the gate.
+    given = {**dict.fromkeys(DURATION_ARGS, 1), **task_args, **dict.fromkeys(SIDES, "openrc")}
+    task = task_files.checked(args.task, given)
     task_args = {**duration_args(task, task_args, settings), **task_args}
     deps, commits = side_deployments(args)
     verb_options.check_history(args)
