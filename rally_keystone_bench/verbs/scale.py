@@ -78,7 +78,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--force",
         action="store_true",
-        help="seed a size above what this machine can hold (deploy/limits.py); it may not finish",
+        help="make data of a size above what this machine can hold (deploy/limits.py)",
     )
     p.add_argument("--reports-dir", default="reports")
     options.add_deployment_options(p)
