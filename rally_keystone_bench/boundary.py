@@ -3,16 +3,20 @@
 Every verb runs inside :func:`run`: bad input or environment (BenchError,
 and an OSError no verb caught) is one line and exit 2; a failed verdict is
 exit 1; Ctrl-C is 130 (also for a verb started as a script's background
-job, which inherits SIGINT ignored); anything unexpected is one line naming the exception
-type, exit 2 (never 1, which means a verdict), with the traceback under
-``--debug``. Output into a closed pipe (``compare ... | head``) is dropped
-quietly and the verb still finishes and exits with its own code.
-Every URL in a message has its password masked.
+job, which inherits SIGINT ignored) and SIGTERM 143, both through the one
+handler installed here for the verb's whole life (a verb may install its
+own for a while, as the load's does, and restores this one); anything
+unexpected is one line naming the exception type, exit 2 (never 1, which
+means a verdict), with the traceback under ``--debug``. Output into a
+closed pipe (``compare ... | head``) is dropped quietly and the verb still
+finishes and exits with its own code. Every URL in a message has its
+password masked.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import io
 import math
 import os
@@ -21,7 +25,7 @@ import signal
 import sys
 import threading
 import traceback
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from rally_keystone_bench import errors
@@ -138,19 +142,41 @@ def _say(message: str) -> None:
         pass
 
 
-def _ctrl_c_interrupts() -> None:
-    """Let SIGINT raise KeyboardInterrupt even where it was inherited ignored: bash starts
-    a script's background job (``keystone-bench mock &``) with SIGINT ignored, and Python
-    then never installs its handler, so the verb would serve on through every Ctrl-C."""
+def _terminate(signum: int, frame: Any) -> None:
+    """SIGTERM as Ctrl-C: unwind the verb (what it started stops on the way out), exit 143."""
+    raise errors.Interrupted(signum)
+
+
+@contextlib.contextmanager
+def _signals_interrupt() -> Iterator[None]:
+    """SIGINT and SIGTERM unwind the verb alike (KeyboardInterrupt, Interrupted) while it runs.
+
+    Without this, SIGTERM would end the process at once, leaving every server
+    a ``keystone up`` had started so far running. SIGINT is set too: bash
+    starts a script's background job (``keystone-bench mock &``) with SIGINT
+    ignored, and Python then never installs its handler, so the verb would
+    serve on through every Ctrl-C. Outside the main thread (a test calling a
+    verb from a thread), nothing is installed.
+    """
     if threading.current_thread() is not threading.main_thread():
+        yield
         return
-    if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
-        signal.signal(signal.SIGINT, signal.default_int_handler)
+    handlers = {signal.SIGINT: signal.default_int_handler, signal.SIGTERM: _terminate}
+    previous = {s: signal.signal(s, h) for s, h in handlers.items()}
+    try:
+        yield
+    finally:
+        for s, handler in previous.items():
+            signal.signal(s, handler)
 
 
 def run(verb: Callable[[], Any], debug: bool = False) -> int:
     """Run VERB and turn what it returns or raises into an exit code."""
-    _ctrl_c_interrupts()
+    with _signals_interrupt():
+        return _run(verb, debug)
+
+
+def _run(verb: Callable[[], Any], debug: bool) -> int:
     stdout = sys.stdout
     sys.stdout = _PipeSafe(stdout)
     try:

@@ -41,6 +41,7 @@ from rally_keystone_bench.deploy import (
     process,
     readiness,
     servers,
+    shared_view,
     storage,
     tracing,
     venv,
@@ -139,18 +140,19 @@ class LocalKeystone(RunFiles):
         """
         dep = self.deployment
         dep.validate()
-        self.run_dir.mkdir(parents=True, exist_ok=True)
-        os.chmod(self.run_dir, 0o700)  # keys, database, config: its owner's only
-        self._load_state()
-        self._pick_ports()
-        if self.pids:
-            raise BenchError(f"a Keystone from {self.run_dir} is already running: stop it first")
+        # A SPEC that does not install, a --set it refuses: before the run directory exists.
         self.venv = venv.ensure_keystone_env(
             dep.keystone, extras=dep.extra_packages(), progress=self.progress
         )
         if dep.conf:  # checked against this Keystone's own options before anything starts
             fresh = venv.is_local_checkout(dep.keystone)
             conf_options.check(dep.conf, conf_options.registry_of(self.venv, fresh=fresh))
+        self.run_dir.mkdir(parents=True, exist_ok=True)
+        os.chmod(self.run_dir, 0o700)  # keys, database, config: its owner's only
+        self._load_state()
+        self._pick_ports()
+        if self.pids:
+            raise BenchError(f"a Keystone from {self.run_dir} is already running: stop it first")
         for attempt in range(1, ports.ATTEMPTS + 1):
             marks = ports.log_marks(self.run_dir)
             try:
@@ -249,6 +251,7 @@ class LocalKeystone(RunFiles):
         if self.deployment.server == "apache":
             for run_dir in [self.run_dir, *(self.run_dir / name for name, _ in self.nodes())]:
                 servers.remove_wsgi_socket_dir(run_dir)
+                shared_view.remove(run_dir)
         if teardown:
             tracing.remove(self.run_dir, self.config_path)
         found = self.ldap_directory

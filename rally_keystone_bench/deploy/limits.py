@@ -59,3 +59,23 @@ def check_size(nodes: int | None, workers: int) -> None:
             f"{where}: about {need} MiB at {PROCESS_MIB} MiB a process, more than half "
             f"of this machine's {total} MiB"
         )
+
+
+# A data size (scale --values): every item (a role, a group, a revocation
+# event, a service's endpoints) is a few rows in Keystone's database, their
+# index entries, its part of each token body, and the objects setup makes for
+# it. DATA_ITEM_KIB allows for all of that generously; it is an allowance, not
+# a measurement: the bound it gives (3 million items on 24 GiB) only refuses
+# sizes no run here would finish seeding.
+DATA_ITEM_KIB = 4
+
+
+def check_data_size(size: int, unit: str) -> None:
+    """BenchError when SIZE items of UNIT would not fit in half this machine's memory."""
+    total = memory_mib()
+    need = size * DATA_ITEM_KIB // 1024
+    if total and need > total // 2:
+        raise BenchError(
+            f"--values {size:,} {unit}: about {need:,} MiB at {DATA_ITEM_KIB} KiB an item, more "
+            f"than half of this machine's {total} MiB (--force to try anyway)"
+        )

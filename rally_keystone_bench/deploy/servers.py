@@ -26,7 +26,7 @@ import shutil
 import tempfile
 from pathlib import Path
 
-from rally_keystone_bench.deploy import files, nginx
+from rally_keystone_bench.deploy import files, nginx, shared_view
 from rally_keystone_bench.deploy.site import Site
 from rally_keystone_bench.errors import BenchError
 
@@ -147,27 +147,21 @@ def apache_command(site: Site) -> list[str]:
         entry = pwd.getpwnam(user)
         os.chown(sockets, entry.pw_uid, entry.pw_gid)
         argv += ["--user", user, "--group", user]
+        argv = shared_view.wrap(argv, site)
     return argv
 
 
 def share_with(user: str, site: Site) -> None:
-    """Let USER run Keystone from this run directory and Keystone's environment.
+    """Let USER run Keystone from this run directory (config, keys, database, logs).
 
-    The run directory (config, keys, SQLite database, logs) becomes USER's;
-    the directories above it and above the environment get the traverse bit
-    for others (o+x, no listing) where they lack it.
+    The run directory, which the tool created, becomes USER's. No directory
+    above it changes: shared_view.wrap opens them in Apache's namespace only.
     """
     entry = pwd.getpwnam(user)
     for root, dirs, names in os.walk(site.run_dir):
         for name in [*dirs, *names]:
             os.chown(os.path.join(root, name), entry.pw_uid, entry.pw_gid, follow_symlinks=False)
     os.chown(site.run_dir, entry.pw_uid, entry.pw_gid)
-    for path in (site.run_dir, site.venv):
-        for parent in [path, *path.parents]:
-            mode = parent.stat().st_mode
-            if not mode & 0o001:
-                site.progress(f"apache: adding o+x (traverse only) to {parent} for {user}")
-                os.chmod(parent, mode | 0o001)
 
 
 def apache_user() -> str:

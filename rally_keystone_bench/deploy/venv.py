@@ -59,8 +59,15 @@ def is_local_checkout(spec: str) -> bool:
 
 
 def check_spec(spec: str) -> None:
-    """BenchError when SPEC names a local checkout that is missing or not a Python project."""
+    """BenchError when SPEC is neither a pip requirement nor a Keystone checkout."""
+    if not spec.strip():
+        raise BenchError(
+            "the Keystone SPEC is empty: give a pip requirement (keystone==30.0.0) or a "
+            "checkout's path"
+        )
     if not is_local_checkout(spec):
+        if not gitref.is_spec(spec):
+            _check_requirement(spec)
         return
     path = Path(spec)
     if not path.exists():
@@ -69,6 +76,19 @@ def check_spec(spec: str) -> None:
         raise BenchError(f"Keystone checkout {spec} is a file, not a directory")
     if not (path / "setup.cfg").exists() and not (path / "pyproject.toml").exists():
         raise BenchError(f"{spec} is not a Keystone checkout (no setup.cfg or pyproject.toml)")
+
+
+def _check_requirement(spec: str) -> None:
+    from packaging.requirements import InvalidRequirement, Requirement
+
+    try:
+        Requirement(spec)
+    except InvalidRequirement as exc:
+        reason = str(exc).splitlines()[0]
+        raise BenchError(
+            f"Keystone SPEC {spec!r} is neither a pip requirement (keystone==30.0.0) nor a "
+            f"checkout's path: {reason}"
+        ) from None
 
 
 def env_slug(spec: str) -> str:
@@ -191,20 +211,31 @@ def ensure_keystone_env(
     spec = spec or DEFAULT_SPEC
     check_spec(spec)
     venv = env_path(spec)
-    with _locked(venv.with_suffix(".lock")):
-        log = venv.with_suffix(".install.log")
+    lock = venv.parent / f"{venv.name}.lock"  # not with_suffix: the name has dots in it
+    with _locked(lock):
+        log = venv.parent / f"{venv.name}.install.log"
         if not (venv / COMPLETE_MARKER).exists():
             if venv.exists():
                 shutil.rmtree(venv)
             progress(f"building Keystone environment for {spec} in {venv} (once per SPEC)")
             log.write_text("")
+            installed = False
             try:
                 _make_venv(venv, log)
                 _install(venv, spec, log, progress)
+                installed = True
                 _check_keystone(venv, spec)  # before uWSGI: a wrong tree fails fast
                 _pip(venv, [_uwsgi_wheel(log)], log)  # our server, not Keystone's: today's
-            except BaseException:
+            except BenchError as exc:
                 # Never cached as complete: the next run builds it again.
+                shutil.rmtree(venv, ignore_errors=True)
+                if installed:
+                    raise
+                # A SPEC that does not install leaves nothing: the error says why.
+                log.unlink(missing_ok=True)
+                lock.unlink(missing_ok=True)
+                raise BenchError(str(exc).replace(f" (log: {log})", "")) from None
+            except BaseException:
                 shutil.rmtree(venv, ignore_errors=True)
                 raise
             (venv / COMPLETE_MARKER).write_text(spec + "\n")

@@ -82,12 +82,21 @@ def build_envs(deps: Mapping[str, Deployment], say: Callable[[str], None] = prog
     for dep in deps.values():  # every side's SPEC, before either is built
         venv.check_spec(dep.keystone)
     for name, dep in deps.items():
-        extras = dep.extra_packages()
         say(f"{name}: Keystone environment for {dep.keystone}")
-        env = venv.ensure_keystone_env(dep.keystone, extras=extras, progress=say)
-        if dep.conf:  # checked here too: a bad --set on one side stops both before either starts
-            fresh = venv.is_local_checkout(dep.keystone)
-            conf_options.check(dep.conf, conf_options.registry_of(env, fresh=fresh))
+        check_deployment(dep, say)
+
+
+def check_deployment(dep: Deployment, say: Callable[[str], None] = progress) -> None:
+    """DEP's Keystone environment built (or found cached), and its --set checked against it.
+
+    Every verb that starts a local Keystone calls it at its door, before it
+    makes a file: a SPEC that does not install, or a --set this Keystone
+    does not accept, is then one line and exit 2.
+    """
+    env = venv.ensure_keystone_env(dep.keystone, extras=dep.extra_packages(), progress=say)
+    if dep.conf:  # a bad --set on one side stops all before any starts
+        fresh = venv.is_local_checkout(dep.keystone)
+        conf_options.check(dep.conf, conf_options.registry_of(env, fresh=fresh))
 
 
 def identity_task_args(deployment: Deployment | None, task_args: dict[str, Any]) -> dict[str, Any]:
@@ -142,9 +151,11 @@ def prepared_env(
         deployment = deployment or Deployment()
         deployment.validate()
         server = LocalKeystone(deployment, run_dir / "keystone", progress=say)
+    started = False  # "Keystone stopped" only for one that started
     try:
         if isinstance(server, LocalKeystone):
             start_explained(server)
+            started = True
             say(f"Keystone is up at {server.auth_url} (logs in {server.run_dir})")
         elif server is not None:
             server.start()
@@ -165,7 +176,7 @@ def prepared_env(
     finally:
         if server is not None:
             server.stop()
-            if isinstance(server, LocalKeystone):
+            if isinstance(server, LocalKeystone) and started:
                 say("Keystone stopped")
 
 

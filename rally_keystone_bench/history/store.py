@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
 import re
 import sqlite3
 import time
@@ -241,8 +242,29 @@ def _connect_sqlite(path: str) -> sqlite3.Connection:
         conn.execute("PRAGMA synchronous=NORMAL")
         conn.execute("PRAGMA foreign_keys=ON")
     except sqlite3.DatabaseError as exc:
+        why = _unwritable(target, exc)
+        if why:  # SQLite says only "unable to open database file" or "readonly database"
+            raise BenchError(f"--history {path}: could not be written: {why}") from None
         raise BenchError(f"--history {path}: not a SQLite store ({exc})") from None
     return conn
+
+
+def _unwritable(target: Path, exc: Exception) -> str | None:
+    """Why SQLite could not write the store TARGET (EXC: what it said); None when EXC is
+    about something else (a file that is no SQLite database)."""
+    said = str(exc)
+    if "readonly" not in said and "unable to open" not in said:
+        return None
+    try:
+        if os.statvfs(target.parent).f_flag & os.ST_RDONLY:
+            return f"it is on a read-only file system ({said})"
+        if target.exists() and not target.stat().st_mode & 0o200:
+            return f"the file is read-only (mode {target.stat().st_mode & 0o777:o})"
+        if not target.parent.stat().st_mode & 0o200:
+            return f"its directory {target.parent} is read-only (SQLite writes beside the file)"
+    except OSError:
+        pass
+    return said
 
 
 def _connect_postgresql(url: str) -> Any:

@@ -54,7 +54,10 @@ RULES: dict[str, dict[str, Rule]] = {
         "expect_timeout": _LOCUST,
         "arrival": _LOCUST,
     },
-    "run": dict.fromkeys(DEPLOYMENT, ("existing_cloud", (False,))),
+    "run": {
+        **dict.fromkeys(DEPLOYMENT, ("existing_cloud", (False,))),
+        "trace_rate": ("trace", ("on",)),
+    },
     "mock": {"stall_every": ("stall", NONZERO)},
 }
 
@@ -65,8 +68,12 @@ _SAY = {
 }
 
 
+# Options whose flag is not their dest spelled with dashes.
+_FLAGS = {"conf": "--set"}
+
+
 def flag(dest: str) -> str:
-    return "--" + dest.replace("_", "-")
+    return _FLAGS.get(dest) or "--" + dest.replace("_", "-")
 
 
 def _applies_when(decider: str, allowed: Any) -> str:

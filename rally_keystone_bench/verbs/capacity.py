@@ -198,8 +198,7 @@ def main(args: argparse.Namespace) -> int:
     shipped.probe_task_path()
     deployment = cloud = mock = None
     if args.target == "local":
-        deployment = options.deployment(args)
-        deployment.validate()
+        deployment = options.checked_deployment(args)
     elif args.target == "cloud":
         cloud = options.cloud_spec(args)
     options.check_history(args)

@@ -40,7 +40,7 @@ from rally_keystone_bench.deploy.files import write_private
 from rally_keystone_bench.deploy.keystone import LocalKeystone
 from rally_keystone_bench.driver import evidence as keystone_evidence
 from rally_keystone_bench.driver import rally as rallyenv
-from rally_keystone_bench.driver import targets
+from rally_keystone_bench.driver import targets, task_files
 from rally_keystone_bench.driver import task as rally_task
 from rally_keystone_bench.errors import BenchError
 from rally_keystone_bench.report import counters as report_counters
@@ -396,15 +396,17 @@ def main(args: argparse.Namespace) -> int:
     began = time.monotonic()
     # Every input is checked, and both environments built, before anything starts.
     settings = check_settings(args)
-    task = rally_task.task_file(args.task)
     task_args = rally_task.parse_task_args(getattr(args, "task_args", None))
+    # Each side's credentials and the durations are given to the task by the gate.
+    given = {**dict.fromkeys(DURATION_ARGS, 1), **task_args, **dict.fromkeys(SIDES, "openrc")}
+    task = task_files.checked(args.task, given)
     task_args = {**duration_args(task, task_args, settings), **task_args}
     deps, commits = side_deployments(args)
     verb_options.check_history(args)
     stamp = rally_task.utc_stamp()
     out_dir = (Path(args.reports_dir) / stamp).resolve()
+    targets.build_envs(deps)  # a SPEC that does not install: no directory made yet
     run_root = rally_task.run_dir(f"gate-{stamp}").resolve()
-    targets.build_envs(deps)
     out_dir.mkdir(parents=True, exist_ok=True)
     keystone_evidence.prepare_tracing(deps, run_root, getattr(args, "trace", "on") == "on")
     evidence = keystone_evidence.Evidence()

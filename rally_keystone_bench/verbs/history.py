@@ -192,6 +192,8 @@ def main(args: argparse.Namespace) -> int:
         return 0
     url = options.history_url(args)
     assert url is not None
+    if not url.startswith(("postgresql://", "postgres://")) and Path(url).is_dir():
+        raise BenchError(f"--history {url}: is a directory, not a store file")
     if not url.startswith(("postgresql://", "postgres://")) and not Path(url).is_file():
         raise BenchError(f"--history {url}: no such store (a run with --history creates it)")
     with Store.open(url) as store:

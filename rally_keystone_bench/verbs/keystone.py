@@ -28,7 +28,8 @@ def check_run_dir(path: Path, flag: str = "--run-dir") -> None:
 
 def keystone_up(args: argparse.Namespace) -> int:
     run_dir = _run_dir(args)
-    ks = LocalKeystone(options.deployment(args), run_dir, progress=progress)
+    # A bad SPEC or --set: one line, before the run directory is made.
+    ks = LocalKeystone(options.checked_deployment(args), run_dir, progress=progress)
     if ks.is_running():
         raise BenchError(f"a Keystone from {ks.run_dir} is already running: keystone down first")
     start_explained(ks)

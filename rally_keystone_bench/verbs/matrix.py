@@ -29,7 +29,7 @@ from rally_keystone_bench import boundary, shipped
 from rally_keystone_bench.deploy import balancer as balancing
 from rally_keystone_bench.deploy import directory
 from rally_keystone_bench.deploy.deployment import Deployment
-from rally_keystone_bench.driver import targets
+from rally_keystone_bench.driver import targets, task_files
 from rally_keystone_bench.driver import task as rally_task
 from rally_keystone_bench.errors import BenchError, read_input
 from rally_keystone_bench.report import matrix as matrix_report
@@ -158,14 +158,14 @@ def main(args: argparse.Namespace) -> int:
     # Every input is checked (load_deployments validates each deployment), and
     # every environment built, before any load.
     deployments = load_deployments(args.deployments)
-    task = rally_task.task_file(args.task)
     task_args = rally_task.parse_task_args(args.task_args)
+    task = task_files.checked(args.task, task_args)
     if args.repeat < 1:
         raise BenchError(f"--repeat must be at least 1, not {args.repeat}")
     options.check_history(args)
     stamp = rally_task.utc_stamp()
+    targets.build_envs(deployments)  # a SPEC that does not install: no directory made yet
     run_root = rally_task.run_dir(f"matrix-{stamp}")
-    targets.build_envs(deployments)
     out_dir = (Path(args.reports_dir) / stamp).resolve()
     out_dir.mkdir(parents=True, exist_ok=True)
     described = {name: dep.describe() for name, dep in deployments.items()}

@@ -54,6 +54,17 @@ def deployment(args: argparse.Namespace) -> Deployment:
     return Deployment.from_mapping(values, "the command line")
 
 
+def checked_deployment(args: argparse.Namespace) -> Deployment:
+    """The deployment, validated, its Keystone environment built and its --set checked:
+    bad input said at the door, before a verb makes a file."""
+    from rally_keystone_bench.driver import targets
+
+    found = deployment(args)
+    found.validate()
+    targets.check_deployment(found)
+    return found
+
+
 def cloud_spec(args: argparse.Namespace) -> dict:
     """The Rally env spec of an existing cloud: --spec FILE, else the OS_* variables."""
     if args.spec:

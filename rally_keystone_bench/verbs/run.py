@@ -19,7 +19,7 @@ from rally_keystone_bench.deploy.deployment import Deployment
 from rally_keystone_bench.driver import counters as keystone_counters
 from rally_keystone_bench.driver import machine as machine_record
 from rally_keystone_bench.driver import rally as rallyenv
-from rally_keystone_bench.driver import targets
+from rally_keystone_bench.driver import targets, task_files
 from rally_keystone_bench.driver import task as rally_task
 from rally_keystone_bench.driver.left_behind import say_left_behind
 from rally_keystone_bench.driver.task import TaskOutcome
@@ -159,8 +159,8 @@ def main(args: argparse.Namespace) -> int:
     # Everything that can be checked is checked before any load is sent.
     if getattr(args, "observe", "on") == "off":
         args.trace = args.profile = "off"
-    tasks = [rally_task.task_file(t) for t in args.tasks or [DEFAULT_TASK]]
     task_args = rally_task.parse_task_args(args.task_args)
+    tasks = [task_files.checked(t, task_args) for t in args.tasks or [DEFAULT_TASK]]
     cloud = deployment = None
     if args.existing_cloud or args.spec:
         cloud = options.cloud_spec(args)
@@ -171,6 +171,8 @@ def main(args: argparse.Namespace) -> int:
         task_args = targets.identity_task_args(deployment, task_args)
     rate = check_trace_options(args)
     options.check_history(args)
+    if deployment is not None:  # a SPEC that does not install, a --set it refuses
+        targets.check_deployment(deployment)
     out_dir, run_dir = rally_task.new_run_dirs(args.reports_dir)
     try:
         outcomes = _run_tasks(

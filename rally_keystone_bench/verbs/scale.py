@@ -24,9 +24,9 @@ from pathlib import Path
 from typing import Any
 
 from rally_keystone_bench import boundary
-from rally_keystone_bench.deploy import venv
+from rally_keystone_bench.deploy import limits as machine_limits
 from rally_keystone_bench.deploy.deployment import Deployment
-from rally_keystone_bench.driver import targets
+from rally_keystone_bench.driver import targets, task_files
 from rally_keystone_bench.driver import task as rally_task
 from rally_keystone_bench.errors import BenchError, Interrupted
 from rally_keystone_bench.report import scale as report
@@ -81,6 +81,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "what it moved as the machine's (default on: one point more)",
     )
     p.add_argument(
+        "--force",
+        action="store_true",
+        help="make data of a size above what this machine can hold (deploy/limits.py)",
+    )
+    p.add_argument(
         "--reports-dir",
         default="reports",
         help="where the reports go, in a directory per run (default reports)",
@@ -91,15 +96,17 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 def main(args: argparse.Namespace) -> int:
     plan = growth.plan_sweep(args.dimension, args.values)
+    if not args.force:
+        machine_limits.check_data_size(plan.values[-1], plan.dimension.unit)
     deployment = options.deployment(args)
     deployment.validate()
     point_deployment(deployment, plan.dimension, plan.values[0])  # a clash is bad input
-    task = rally_task.task_file(TASK)
+    task = task_files.checked(TASK, {})
     limits = growth.Limits(max_p95=args.max_p95_ms / 1000)
     action = ACTIONS[args.workload]
     # Keystone's environment before the first point: a SPEC that does not
     # install is bad input, said once, before any Keystone starts.
-    venv.ensure_keystone_env(deployment.keystone, progress=rally_task.progress)
+    targets.check_deployment(deployment)
     options.check_history(args)
     out_dir, run_dir = rally_task.new_run_dirs(args.reports_dir)
     print(f"scale: {plan.describe()}; {args.workload}, {args.times} requests per point")

@@ -41,9 +41,9 @@ def processes_of(run_dir: Path) -> list[str]:
     return found
 
 
-def up_until(run_dir: Path, line: str) -> subprocess.Popen:
-    """Start ``keystone up`` and return once it printed LINE."""
-    proc = subprocess.Popen(cli(*UP, "--run-dir", str(run_dir)), stderr=subprocess.PIPE, text=True)
+def up_until(run_dir: Path, line: str, up: list[str] = UP) -> subprocess.Popen:
+    """Start ``keystone up`` (UP: its command line) and return once it printed LINE."""
+    proc = subprocess.Popen(cli(*up, "--run-dir", str(run_dir)), stderr=subprocess.PIPE, text=True)
     assert proc.stderr is not None
     seen = []
     for got in proc.stderr:

@@ -18,6 +18,9 @@ from rally_keystone_bench.verbs import compare, matrix
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "fixtures"))
 import synthetic  # noqa: E402
 
+# A task Rally's format accepts (every verb checks it before anything starts).
+TASK_TEXT = "version: 2\ntitle: t\nsubtasks: [{title: s, scenario: {Dummy.dummy: {}}}]\n"
+
 
 def one_line_exit_2(capsys, argv, reason: str) -> str:
     assert cli.main(argv) == 2
@@ -199,7 +202,7 @@ def test_runs_started_in_the_same_second_get_their_own_directories(tmp_path, mon
 def test_rejected_spec_leaves_no_directories(tmp_path, capsys, monkeypatch):
     monkeypatch.chdir(tmp_path)
     Path("tasks").mkdir()
-    Path("tasks/t.yaml").write_text("version: 2\n")
+    Path("tasks/t.yaml").write_text(TASK_TEXT)
     Path("spec.yaml").write_text("not: a spec\n")
     argv = ["run", "tasks/t.yaml", "--spec", "spec.yaml", "--reports-dir", "reports"]
     one_line_exit_2(capsys, argv, "has no openstack platform")
@@ -209,7 +212,7 @@ def test_rejected_spec_leaves_no_directories(tmp_path, capsys, monkeypatch):
 
 def test_existing_cloud_url_password_is_never_echoed(tmp_path, capsys, monkeypatch):
     monkeypatch.chdir(tmp_path)
-    Path("t.yaml").write_text("version: 2\n")
+    Path("t.yaml").write_text(TASK_TEXT)
     monkeypatch.setenv("OS_AUTH_URL", "http://admin:s3cret-pw@127.0.0.1:1/v3")
     monkeypatch.setenv("OS_USERNAME", "admin")
     monkeypatch.setenv("OS_PASSWORD", "other")

@@ -9,6 +9,9 @@ from rally_keystone_bench.driver.task import TaskOutcome
 from rally_keystone_bench.errors import Interrupted
 from rally_keystone_bench.verbs import run
 
+# A task Rally's format accepts (every verb checks it before anything starts).
+TASK_TEXT = "version: 2\ntitle: t\nsubtasks: [{title: s, scenario: {Dummy.dummy: {}}}]\n"
+
 
 def workload():
     return types.SimpleNamespace(pass_sla=True, label=lambda: "authenticate", actions={}, sla=[])
@@ -23,7 +26,7 @@ def test_an_interrupted_task_has_no_sla_verdict():
 
 def test_run_existing_cloud_interrupted_twice_says_what_may_be_left(tmp_path, monkeypatch, capsys):
     monkeypatch.chdir(tmp_path)
-    Path("t.yaml").write_text("version: 2\n")
+    Path("t.yaml").write_text(TASK_TEXT)
     for k, v in dict(
         OS_AUTH_URL="http://127.0.0.1:5000/v3",
         OS_USERNAME="admin",

@@ -30,6 +30,9 @@ from rally_keystone_bench.driver import rally as rally_driver  # noqa: E402
 from rally_keystone_bench.verbs import matrix  # noqa: E402
 from rally_keystone_bench.verdicts import results  # noqa: E402
 
+# A task Rally's format accepts (every verb checks it before anything starts).
+TASK_TEXT = "version: 2\ntitle: t\nsubtasks: [{title: s, scenario: {Dummy.dummy: {}}}]\n"
+
 
 class Reached(BaseException):  # noqa: N818 - a sentinel, not an error
     """Validation passed: the verb was about to start something."""
@@ -59,7 +62,7 @@ def sandbox(tmp_path_factory):
     ):
         mp.setattr(target, attr, _reached)
     (work / "tasks").mkdir()
-    (work / "tasks" / "t.yaml").write_text("version: 2\nsubtasks: []\n")
+    (work / "tasks" / "t.yaml").write_text(TASK_TEXT)
     yield work
     mp.undo()
 

@@ -179,7 +179,9 @@ def test_matrix_keeps_the_interrupted_deployment_in_its_table(tmp_path, monkeypa
 
     monkeypatch.chdir(tmp_path)
     (tmp_path / "d.yaml").write_text("a: {workers: 1}\n")
-    (tmp_path / "t.yaml").write_text("version: 2\n")
+    (tmp_path / "t.yaml").write_text(
+        "version: 2\ntitle: t\nsubtasks: [{title: s, scenario: {Dummy.dummy: {}}}]\n"
+    )
     wls = _results.from_report(synthetic.report([synthetic.workload(synthetic.iterations(20))]))
 
     @contextlib.contextmanager
