@@ -23,8 +23,9 @@ Sizes, and where they come from:
 - Catalog: tens of services (30), each with the three interfaces in two
   regions: 180 endpoints, beside bootstrap's identity endpoints.
 - Assignments: the measured user (each side's admin) in 5 groups, with a
-  role on 40 projects directly and each group holding a role on 10 more,
-  and an inherited role on its domain (which reaches every project of it).
+  role on 20 projects directly and each group holding a role on 4 more,
+  and an inherited role on its domain (which reaches every project of it):
+  41 assignments beside bootstrap's.
 """
 
 from __future__ import annotations
@@ -73,8 +74,8 @@ class SeedPlan:
     regions: int = 2
     interfaces: int = 3
     groups: int = 5
-    direct_projects: int = 40
-    projects_per_group: int = 10
+    direct_projects: int = 20
+    projects_per_group: int = 4
     inherited_domain_role: bool = True
     prefix: str = "rkb-seed-"
 
