@@ -28,11 +28,15 @@ import statistics
 import sys
 import time
 import uuid
+from pathlib import Path
 
 import keystone.conf
 import sqlalchemy
 from keystone.common import provider_api, sql
 from keystone.server import backends
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import _machine  # noqa: E402
 
 NEW_INDEXES = {
     "ix_revocation_event_project_id_user_id": ("project_id", "user_id"),
@@ -170,6 +174,7 @@ def main() -> int:
     args = ap.parse_args()
     apis = load(args.conf)
     eng = engine()
+    print(f"machine: {_machine.describe()}")
     print(f"database: {eng.dialect.name} {eng.dialect.server_version_info}")
     print(f"events by the fields they carry: {json.dumps(kinds(), sort_keys=True)}")
     now = datetime.datetime.utcnow().replace(microsecond=0)
