@@ -39,13 +39,12 @@ from rally_keystone_bench.deploy.deployment import Deployment
 from rally_keystone_bench.deploy.files import write_private
 from rally_keystone_bench.deploy.keystone import LocalKeystone
 from rally_keystone_bench.driver import evidence as keystone_evidence
+from rally_keystone_bench.driver import gate_passes, targets
 from rally_keystone_bench.driver import rally as rallyenv
-from rally_keystone_bench.driver import targets
 from rally_keystone_bench.driver import task as rally_task
 from rally_keystone_bench.errors import BenchError
 from rally_keystone_bench.report import counters as report_counters
 from rally_keystone_bench.report import gate as gate_report
-from rally_keystone_bench.verbs import gate_passes
 from rally_keystone_bench.verbs import options as verb_options
 from rally_keystone_bench.verbs.gate_options import (  # noqa: F401  (the CLI's)
     CLOUD_TASK,
@@ -215,6 +214,20 @@ def start_both(
             raise errors[side]
         rally_task.progress(f"{side}: Keystone is up at {keystones[side].auth_url}")
     return keystones
+
+
+def start_and_seed(
+    deps: dict[str, Deployment], run_root: Path, stack: contextlib.ExitStack, out_dir: Path | None
+) -> tuple[dict[str, LocalKeystone], dict[str, float]]:
+    """Start every deployment; with OUT_DIR (the default task) seed them all, before any
+    timer. The Keystones, and the seconds each setup step took."""
+    setup = {"start": time.monotonic()}
+    keystones = start_both(deps, run_root, stack)
+    setup["start"] = time.monotonic() - setup["start"]
+    if out_dir is not None:  # the sized pass: the same data everywhere
+        setup["seeding"], line = gate_passes.seed_both(keystones, seed_plan.DEFAULT, out_dir)
+        print(line, flush=True)
+    return keystones, setup
 
 
 def ldap_target(ks: LocalKeystone, stack: contextlib.ExitStack) -> Path:
@@ -413,13 +426,8 @@ def main(args: argparse.Namespace) -> int:
     with rally_task.sigterm_as_interrupt(), contextlib.ExitStack() as stack:
         for side in deps:  # a failed start's trace key and store too
             stack.callback(tracing.remove, run_root / side / "keystone")
-        setup = {"start": time.monotonic()}
-        keystones = start_both(deps, run_root, stack)
-        setup["start"] = time.monotonic() - setup["start"]
+        keystones, setup = start_and_seed(deps, run_root, stack, out_dir if cloud else None)
         evidence.read_sources(keystones)  # "where the time went" quotes the candidate's lines
-        if cloud:  # the sized pass: the same data on every deployment, before any timer
-            setup["seeding"], line = gate_passes.seed_both(keystones, seed_plan.DEFAULT, out_dir)
-            print(line, flush=True)
         stack.enter_context(tracing.client_environment(keystones["baseline"].run_dir))
         home, args_for_task, trees = paired_rally(keystones, run_root, stack, task_args)
         run_dirs = gate_passes.run_dirs(keystones)

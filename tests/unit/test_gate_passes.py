@@ -6,7 +6,8 @@ import time
 from types import SimpleNamespace
 
 from rally_keystone_bench import cli
-from rally_keystone_bench.verbs import gate, gate_passes
+from rally_keystone_bench.driver import gate_passes
+from rally_keystone_bench.verbs import gate
 
 
 def test_the_cache_off_pair_is_each_side_without_its_cache_and_nothing_else() -> None:

@@ -12,7 +12,6 @@ sampler and the trace counters see a side's servers of both pairs.
 from __future__ import annotations
 
 import dataclasses
-import json
 import time
 from collections.abc import Mapping
 from pathlib import Path
@@ -22,6 +21,7 @@ from rally_keystone_bench.deploy.deployment import Deployment
 from rally_keystone_bench.deploy.keystone import LocalKeystone
 from rally_keystone_bench.deploy.seed_plan import SeedPlan
 from rally_keystone_bench.driver import task as rally_task
+from rally_keystone_bench.report.records import write_json
 from rally_keystone_bench.verdicts.blocks import SIDES
 
 CACHE_OFF = "nocache"
@@ -73,7 +73,7 @@ def seed_both(
     """
     rally_task.progress(f"seeding {len(keystones)} deployments: {plan.describe()}")
     reports, took = seeding.seed_all(keystones, plan)
-    seeding.seeded_path(out_dir).write_text(json.dumps(reports, indent=1, sort_keys=True))
+    write_json(seeding.seeded_path(out_dir), reports, indent=1)
     events = sorted({r["counts"]["revocation_event"] for r in reports.values()})
     line = (
         f"setup: seeded {len(keystones)} deployments in {took:.1f} s, before any timed "
