@@ -45,8 +45,11 @@ class Evidence:
         """Each side's source roots, from its LocalKeystone's environment (``venv``)."""
         self.sources = {side: profiling.source_roots(ks.venv) for side, ks in keystones.items()}
 
-    def add_run(self, got: dict, run_dirs: dict[str, Path], workloads: Sequence[Any]) -> None:
-        """A task run's stacks (GOT: side -> Profile) and each side's traced requests."""
+    def add_run(self, got: dict, run_dirs: dict[str, Any], workloads: Sequence[Any]) -> None:
+        """A task run's stacks (GOT: side -> Profile) and each side's traced requests.
+
+        RUN_DIRS: side -> its run directory, or its list of them (the gate's two pairs).
+        """
         for side, prof in got.items():
             if prof.path is None:
                 continue
@@ -56,8 +59,10 @@ class Evidence:
                     if name.startswith(f"{side}."):
                         self.requests[side][name.removeprefix(f"{side}.")] += a.count
                         self.requests[side][profiles.ANY] += a.count
-        for side in SIDES:
-            records = tracing.take_records(run_dirs[side])
+        for side in SIDES:  # each of a side's deployments (the gate's pairs)
+            dirs = run_dirs[side]
+            dirs = [dirs] if isinstance(dirs, Path) else dirs
+            records = [r for d in dirs for r in tracing.take_records(d)]
             self.records[side].extend(
                 (workload_label(wl), cost)
                 for wl, cost in keystone_counters.side_costs(records, workloads, f"{side}.")
@@ -120,7 +125,7 @@ def prepare_tracing(deps: dict[str, Any], run_root: Path, traced: bool) -> None:
     for dep in deps.values():
         dep.trace = traced
     if traced:
-        keystone_counters.share_key([run_root / side / "keystone" for side in SIDES])
+        keystone_counters.share_key([run_root / name / "keystone" for name in deps])
 
 
 @contextlib.contextmanager

@@ -34,13 +34,13 @@ from typing import Any
 from rally_keystone_bench import procstat
 from rally_keystone_bench.clients import credentials
 from rally_keystone_bench.clients.admin import AdminClient
-from rally_keystone_bench.deploy import conf_options, directory, gitref, tracing, venv
+from rally_keystone_bench.deploy import conf_options, directory, gitref, seed_plan, tracing, venv
 from rally_keystone_bench.deploy.deployment import Deployment
 from rally_keystone_bench.deploy.files import write_private
 from rally_keystone_bench.deploy.keystone import LocalKeystone
 from rally_keystone_bench.driver import evidence as keystone_evidence
+from rally_keystone_bench.driver import gate_passes, targets, task_files
 from rally_keystone_bench.driver import rally as rallyenv
-from rally_keystone_bench.driver import targets, task_files
 from rally_keystone_bench.driver import task as rally_task
 from rally_keystone_bench.errors import BenchError
 from rally_keystone_bench.report import counters as report_counters
@@ -169,13 +169,13 @@ def start_both(
     """Start both deployments side by side; each is stopped when STACK closes."""
 
     keystones = {}
-    for side in SIDES:
+    for side in deps:  # both sides, and with the default task their cache-off twins
         (run_root / side).mkdir(parents=True, exist_ok=True)
         ks = LocalKeystone(deps[side], run_root / side / "keystone", progress=rally_task.progress)
         keystones[side] = ks
         stack.callback(ks.stop)
     errors: dict[str, BaseException] = {}
-    ended = {side: threading.Event() for side in SIDES}
+    ended = {side: threading.Event() for side in deps}
 
     def start(side: str) -> None:
         try:
@@ -190,11 +190,11 @@ def start_both(
         # join() marks a thread that is still running as stopped (the bpo-45274
         # cleanup releases the lock the running thread holds), so a second
         # join() returns at once and the start goes on spawning after the stop.
-        for side in SIDES:
+        for side in deps:
             while not ended[side].wait(0.5):
                 pass
 
-    threads = [threading.Thread(target=start, args=(side,)) for side in SIDES]
+    threads = [threading.Thread(target=start, args=(side,)) for side in deps]
     for t in threads:
         t.start()
     try:
@@ -209,11 +209,25 @@ def start_both(
         raise
     for t in threads:
         t.join()  # each has ended its start: returning, nothing more
-    for side in SIDES:
+    for side in deps:
         if side in errors:
             raise errors[side]
         rally_task.progress(f"{side}: Keystone is up at {keystones[side].auth_url}")
     return keystones
+
+
+def start_and_seed(
+    deps: dict[str, Deployment], run_root: Path, stack: contextlib.ExitStack, out_dir: Path | None
+) -> tuple[dict[str, LocalKeystone], dict[str, float]]:
+    """Start every deployment; with OUT_DIR (the default task) seed them all, before any
+    timer. The Keystones, and the seconds each setup step took."""
+    setup = {"start": time.monotonic()}
+    keystones = start_both(deps, run_root, stack)
+    setup["start"] = time.monotonic() - setup["start"]
+    if out_dir is not None:  # the sized pass: the same data everywhere
+        setup["seeding"], line = gate_passes.seed_both(keystones, seed_plan.DEFAULT, out_dir)
+        print(line, flush=True)
+    return keystones, setup
 
 
 def ldap_target(ks: LocalKeystone, stack: contextlib.ExitStack) -> Path:
@@ -384,12 +398,8 @@ def paired_rally(
         for side, ks in keystones.items()
     }
     args_for_task = {**task_args, **{side: str(p) for side, p in side_targets.items()}}
-    # Every server of a side: "server", or "<node>-server" behind HAProxy.
-    trees = {
-        side: [p for n, p in keystones[side].pids.items() if n.split("-")[-1] == "server"]
-        for side in SIDES
-    }
-    return home, args_for_task, trees
+    # Every server of a side (both pairs): "server", or "<node>-server" behind HAProxy.
+    return home, args_for_task, gate_passes.server_trees(keystones)
 
 
 def main(args: argparse.Namespace) -> int:
@@ -402,6 +412,9 @@ def main(args: argparse.Namespace) -> int:
     task = task_files.checked(args.task, given)
     task_args = {**duration_args(task, task_args, settings), **task_args}
     deps, commits = side_deployments(args)
+    cloud = Path(args.task).name == Path(CLOUD_TASK).name
+    if cloud:  # the default task's cache-off pass: a second pair without memcached
+        deps = gate_passes.with_cache_off(deps)
     verb_options.check_history(args)
     stamp = rally_task.utc_stamp()
     out_dir = (Path(args.reports_dir) / stamp).resolve()
@@ -413,19 +426,23 @@ def main(args: argparse.Namespace) -> int:
 
     runs: list[TaskRun] = []
     with rally_task.sigterm_as_interrupt(), contextlib.ExitStack() as stack:
-        for side in SIDES:  # a failed start's trace key and store too
+        for side in deps:  # a failed start's trace key and store too
             stack.callback(tracing.remove, run_root / side / "keystone")
-        keystones = start_both(deps, run_root, stack)
+        keystones, setup = start_and_seed(deps, run_root, stack, out_dir if cloud else None)
         evidence.read_sources(keystones)  # "where the time went" quotes the candidate's lines
         stack.enter_context(tracing.client_environment(keystones["baseline"].run_dir))
         home, args_for_task, trees = paired_rally(keystones, run_root, stack, task_args)
-        run_dirs = {side: ks.run_dir for side, ks in keystones.items()}
+        run_dirs = gate_passes.run_dirs(keystones)
         access = {side: [] for side in SIDES}
 
         def judge() -> GateResult:
 
             for side in SIDES:
-                access[side] = procstat.read_access_log(keystones[side].access_log_path)
+                access[side] = sorted(
+                    (r for n, ks in keystones.items() if gate_passes.side_of(n) == side
+                     for r in procstat.read_access_log(ks.access_log_path)),
+                    key=lambda r: r.start,
+                )  # fmt: skip
             return judge_runs(
                 runs, access, settings,
                 base_name=side_name(deps, commits, "baseline"),
@@ -465,4 +482,5 @@ def main(args: argparse.Namespace) -> int:
     rc = write_reports(result, out_dir, evidence, getattr(args, "max_sql_increase", 0))
     line = " | ".join(f"{side}: {side_name(deps, commits, side)}" for side in SIDES)
     verb_options.record_history(args, "gate", out_dir, deps["candidate"], line=line)
+    print(gate_passes.total_line(began, setup))
     return rc

@@ -14,9 +14,11 @@ from rally_keystone_bench.plugins.scenarios import paired
 from rally_keystone_bench.verbs import gate
 
 
-def _render(name: str) -> dict:
+def _render(name: str, **args) -> dict:
     text = rally_task.task_file(name).read_text()
-    return yaml.safe_load(jinja2.Template(text).render(baseline="/a", candidate="/b"))
+    targets = {"baseline": "/a", "candidate": "/b"}
+    targets.update(baseline_nocache="/a0", candidate_nocache="/b0")
+    return yaml.safe_load(jinja2.Template(text).render(**targets, **args))
 
 
 def test_the_default_task_is_the_clouds_and_the_quick_one_stays_by_name() -> None:
@@ -26,7 +28,7 @@ def test_the_default_task_is_the_clouds_and_the_quick_one_stays_by_name() -> Non
     cloud, quick = _render(gate.CLOUD_TASK), _render("tasks/gate.yaml")
     assert len(quick["subtasks"]) == 2
     titles = [s["title"] for s in cloud["subtasks"]]
-    assert len(titles) == len(set(titles)) == 11  # a verdict per workload title
+    assert len(titles) == len(set(titles)) == 13  # a verdict per workload title
     seen = {
         (args["action"], args.get("path"), args.get("method", "-"), args.get("include_catalog"))
         for s in cloud["subtasks"]
@@ -35,9 +37,33 @@ def test_the_default_task_is_the_clouds_and_the_quick_one_stays_by_name() -> Non
     assert {p for _, p, _, _ in seen} == set(paired.PATHS)
     assert ("validate", "password", "HEAD", None) in seen
     assert ("validate", "trust", "GET", False) in seen
-    # 11 workloads of 18 s: the stated 3.3 minutes of load per round
+    # 13 workloads of 18 s: 3.9 minutes of load per round
     durations = [s["runner"]["constant_for_duration"]["duration"] for s in cloud["subtasks"]]
-    assert sum(durations) == 198
+    assert sum(durations) == 234
+
+
+def test_the_cache_off_pass_validates_and_checks_on_the_second_pair() -> None:
+    cloud = _render(gate.CLOUD_TASK)
+    off = [
+        s["scenario"]["KeystoneTokens.paired"]
+        for s in cloud["subtasks"]
+        if "cache off" in s["title"]
+    ]
+    assert [(a["method"], a["baseline"], a["candidate"]) for a in off] == [
+        ("GET", "/a0", "/b0"),
+        ("HEAD", "/a0", "/b0"),
+    ]
+    others = [s for s in cloud["subtasks"] if "cache off" not in s["title"]]
+    assert {s["scenario"]["KeystoneTokens.paired"]["baseline"] for s in others} == {"/a"}
+
+
+def test_every_workload_follows_the_seconds_the_gate_passes() -> None:
+    """The budget: with 13 workloads the verdicts need 12 blocks of 2 s each (m <= 20
+    at family alpha 0.01), 26 s a workload: 5.6 minutes of load, of the 12 minutes."""
+    cloud = _render(gate.CLOUD_TASK, seconds=26)
+    durations = [s["runner"]["constant_for_duration"]["duration"] for s in cloud["subtasks"]]
+    assert durations == [26] * 13
+    assert sum(durations) / 60 < 6
 
 
 def test_the_cloud_task_lists_totp_in_both_sides_auth_methods_unless_a_side_says_otherwise():
