@@ -408,7 +408,9 @@ def main(args: argparse.Namespace) -> int:
     settings = check_settings(args)
     task_args = rally_task.parse_task_args(getattr(args, "task_args", None))
     # Each side's credentials and the durations are given to the task by the gate.
-    given = {**dict.fromkeys(DURATION_ARGS, 1), **task_args, **dict.fromkeys(SIDES, "openrc")}
+    # The default task's cache-off pass reads its own pair's credentials too.
+    sides = [*SIDES, *(gate_passes.cache_off_name(side) for side in SIDES)]
+    given = {**dict.fromkeys(DURATION_ARGS, 1), **task_args, **dict.fromkeys(sides, "openrc")}
     task = task_files.checked(args.task, given)
     task_args = {**duration_args(task, task_args, settings), **task_args}
     deps, commits = side_deployments(args)
