@@ -402,9 +402,9 @@ def paired_rally(
     return home, args_for_task, gate_passes.server_trees(keystones)
 
 
-def main(args: argparse.Namespace) -> int:
-    began = time.monotonic()
-    # Every input is checked, and both environments built, before anything starts.
+def checked_inputs(args: argparse.Namespace) -> tuple:
+    """The door: settings, task, its arguments, the deployments, their commits, whether the
+    default task; BenchError (exit 2) on any bad input, before anything is built or started."""
     settings = check_settings(args)
     task_args = rally_task.parse_task_args(getattr(args, "task_args", None))
     # Each side's credentials and the durations are given to the task by the gate.
@@ -418,6 +418,13 @@ def main(args: argparse.Namespace) -> int:
     if cloud:  # the default task's cache-off pass: a second pair without memcached
         deps = gate_passes.with_cache_off(deps)
     verb_options.check_history(args)
+    return settings, task, task_args, deps, commits, cloud
+
+
+def main(args: argparse.Namespace) -> int:
+    began = time.monotonic()
+    # Every input is checked, and both environments built, before anything starts.
+    settings, task, task_args, deps, commits, cloud = checked_inputs(args)
     stamp = rally_task.utc_stamp()
     out_dir = (Path(args.reports_dir) / stamp).resolve()
     targets.build_envs(deps)  # a SPEC that does not install: no directory made yet

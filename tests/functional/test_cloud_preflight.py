@@ -17,7 +17,9 @@ from rally_keystone_bench.deploy.process import find_free_port
 
 pytestmark = pytest.mark.functional
 
-RUN = ["run", "--existing-cloud", "tasks/gate.yaml"]
+# A task that needs no argument: since the door checks a task's arguments first,
+# tasks/gate.yaml (the gate's sides) would be refused before the cloud is asked.
+RUN = ["run", "--existing-cloud", "tasks/token-suite.yaml"]
 LOAD = ["load", "--target", "cloud", "--scenario", "authenticate", "--duration", "2"]
 
 

@@ -25,7 +25,10 @@ def _task_args(task, openrc: str) -> list[str]:
     """What a shipped task needs from its runner: the gate's two sides' openrc files."""
     if task.name not in ("gate.yaml", "gate-cloud.yaml"):
         return []
-    return ["--task-args", json.dumps({"baseline": openrc, "candidate": openrc})]
+    sides = {"baseline": openrc, "candidate": openrc}
+    if task.name == "gate-cloud.yaml":  # and its cache-off pair's
+        sides |= {"baseline_nocache": openrc, "candidate_nocache": openrc}
+    return ["--task-args", json.dumps(sides)]
 
 
 def _validate(rh: RallyHome, tmp_path, name: str, args: dict):
