@@ -474,7 +474,9 @@ class LocalKeystone(RunFiles):
             pid = start()
             self.pids[name] = pid
             self._spawned[name] = pid
-        self._write_state()
+            # The record (boot id, start time, command line) too: without it a
+            # stop refuses to signal the pid, and a SIGTERM here left it running.
+            self._write_state()
 
     # -- readiness and state.json ---------------------------------------------
     def _wait_ready(self) -> None:
