@@ -30,10 +30,13 @@ import time
 import uuid
 from pathlib import Path
 
-import keystone.conf
-import sqlalchemy
-from keystone.common import provider_api, sql
-from keystone.server import backends
+try:  # Keystone's own code: only a Keystone environment's Python has it
+    import keystone.conf
+    import sqlalchemy
+    from keystone.common import provider_api, sql
+    from keystone.server import backends
+except ImportError:  # main() says which Python to use
+    keystone = None
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import _machine  # noqa: E402
@@ -172,6 +175,9 @@ def main() -> int:
     ap.add_argument("conf")
     ap.add_argument("--rounds", type=int, default=200)
     args = ap.parse_args()
+    if keystone is None:
+        print("run with a Keystone environment's Python: $VENV/bin/python " + __file__)
+        return 2
     apis = load(args.conf)
     eng = engine()
     print(f"machine: {_machine.describe()}")

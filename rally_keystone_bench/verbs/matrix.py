@@ -159,7 +159,12 @@ def main(args: argparse.Namespace) -> int:
     # every environment built, before any load.
     deployments = load_deployments(args.deployments)
     task_args = rally_task.parse_task_args(args.task_args)
-    task = task_files.checked(args.task, task_args)
+    # Checked with what each deployment gives it too (an LDAP one's ldap_domain).
+    checked = [
+        task_files.checked(args.task, targets.identity_task_args(dep, task_args))
+        for dep in deployments.values()
+    ]
+    task = checked[0] if checked else task_files.checked(args.task, task_args)
     if args.repeat < 1:
         raise BenchError(f"--repeat must be at least 1, not {args.repeat}")
     options.check_history(args)

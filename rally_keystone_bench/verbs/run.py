@@ -160,7 +160,6 @@ def main(args: argparse.Namespace) -> int:
     if getattr(args, "observe", "on") == "off":
         args.trace = args.profile = "off"
     task_args = rally_task.parse_task_args(args.task_args)
-    tasks = [task_files.checked(t, task_args) for t in args.tasks or [DEFAULT_TASK]]
     cloud = deployment = None
     if args.existing_cloud or args.spec:
         cloud = options.cloud_spec(args)
@@ -169,6 +168,8 @@ def main(args: argparse.Namespace) -> int:
         deployment.trace = getattr(args, "trace", "off") == "on"
         deployment.validate()
         task_args = targets.identity_task_args(deployment, task_args)
+    # Checked with every argument the run gives them (an LDAP deployment's ldap_domain).
+    tasks = [task_files.checked(t, task_args) for t in args.tasks or [DEFAULT_TASK]]
     rate = check_trace_options(args)
     options.check_history(args)
     if deployment is not None:  # a SPEC that does not install, a --set it refuses

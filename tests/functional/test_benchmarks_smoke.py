@@ -83,6 +83,11 @@ SMALLEST: dict[str, Run] = {
     "keystone_startup.py": Run("--skip-cold --warm 1", r"target: warm within 15 s", heavy=True),
     "ldap_pools_ab.py": Run("2 --workers 1", r"pools on: .*x the speed", heavy=True),
     "report_scale.py": Run("--iterations 200", r"compare\s+0\s", exits=(0, 1)),
+    # Keystone's own managers: a Keystone environment's Python and a seeded run dir
+    # (gate seeding); with the tests' Python it says so, exit 2.
+    "revocation_plans.py": Run(
+        "{tmp}/keystone.conf", r"run with a Keystone environment's Python", exits=(2,)
+    ),
     "revocation_query.py": Run(
         "--db a={keystone_db} --db b={keystone_db} --rounds 1 --queries 1",
         r"^b: .* ms per query",
@@ -90,6 +95,7 @@ SMALLEST: dict[str, Run] = {
     "scenario_overhead.py": Run(
         "--times 2 --workers 1", r"target median client overhead", heavy=True
     ),
+    "screenshot_pages.py": Run("--out {tmp}/shots", r"\.png: \d+ bytes, 0 console message"),
     "screenshot_summary.py": Run(
         "{fixtures}/rally-keystone-tokens.json --png {tmp}/summary.png",
         r"console messages: 0",

@@ -4,7 +4,7 @@ One Keystone release on both sides (SPEC ``keystone``: the cached
 environment), ``token.provider=jws`` on the candidate: the gate runs
 tasks/gate-cloud.yaml (memcached on both sides) and judges every workload.
 
-What is asserted is a count (a verdict for each of the 11 workloads), not a
+What is asserted is a count (a verdict for each of the 13 workloads), not a
 latency, so each workload runs 9 s in 1-second blocks (the 8 clean blocks
 the signed-rank test needs at alpha 0.01, and one more) rather than the
 task's 18 s in 2-second blocks: 99 s less load.
@@ -20,7 +20,7 @@ from _bench_helpers import bench
 
 pytestmark = [pytest.mark.functional, pytest.mark.slow]  # two deployments
 
-WORKLOADS = 11  # tasks/gate-cloud.yaml
+WORKLOADS = 13  # tasks/gate-cloud.yaml: 11 token paths, and check and validate with the cache off
 
 
 def test_jws_against_fernet_gets_a_verdict_per_token_path(tmp_path: Path) -> None:
