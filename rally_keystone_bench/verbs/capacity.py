@@ -388,24 +388,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def add_target_arguments(parser: argparse.ArgumentParser) -> None:
     """What each probe measures (--target, the mock's and local Keystone's options)
     and where its results go."""
-    parser.add_argument(
-        "--target",
-        choices=["local", "cloud", "mock"],
-        default="local",
-        help="what is measured: a local Keystone (default), the cloud of the OS_* "
-        "variables or --spec, or the mock",
-    )
-    parser.add_argument(
-        "--spec",
-        default=None,
-        help="--target cloud: a Rally env spec file (default: the OS_* variables)",
-    )
-    parser.add_argument(
-        "--reports-dir",
-        default="reports",
-        help="where the reports go, in a directory per run (default reports)",
-    )
-    options.add_force_option(parser)
+    options.add_target_options(parser, default="local")
     options.add_history_option(parser)
     parser.add_argument(
         "--abort-on-sla-failure",

@@ -389,24 +389,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def add_target_arguments(parser: argparse.ArgumentParser) -> None:
     """What the probe measures (--target, the mock's and local Keystone's options)
     and where its results go."""
-    parser.add_argument(
-        "--target",
-        choices=["local", "cloud", "mock"],
-        default="mock",
-        help="what is measured: the mock (default), a local Keystone, or the cloud "
-        "of the OS_* variables or --spec",
-    )
-    parser.add_argument(
-        "--spec",
-        default=None,
-        help="--target cloud: a Rally env spec file (default: the OS_* variables)",
-    )
-    parser.add_argument(
-        "--reports-dir",
-        default="reports",
-        help="where the reports go, in a directory per run (default reports)",
-    )
-    options.add_force_option(parser)
+    options.add_target_options(parser, default="mock")
     parser.add_argument("--mock-workers", type=int, default=1, help="--target mock: processes")
     parser.add_argument(
         "--mock-service-time",

@@ -154,17 +154,21 @@ def print_summary(
     print(f"reports: {out_dir}")
 
 
+def checked_task(name: str, deployments: dict[str, Deployment], task_args: dict) -> Path:
+    """The task file, checked with what each deployment gives it (an LDAP one's ldap_domain)."""
+    checked = [
+        task_files.checked(name, targets.identity_task_args(dep, task_args))
+        for dep in deployments.values()
+    ]
+    return checked[0] if checked else task_files.checked(name, task_args)
+
+
 def main(args: argparse.Namespace) -> int:
     # Every input is checked (load_deployments validates each deployment), and
     # every environment built, before any load.
     deployments = load_deployments(args.deployments)
     task_args = rally_task.parse_task_args(args.task_args)
-    # Checked with what each deployment gives it too (an LDAP one's ldap_domain).
-    checked = [
-        task_files.checked(args.task, targets.identity_task_args(dep, task_args))
-        for dep in deployments.values()
-    ]
-    task = checked[0] if checked else task_files.checked(args.task, task_args)
+    task = checked_task(args.task, deployments, task_args)
     if args.repeat < 1:
         raise BenchError(f"--repeat must be at least 1, not {args.repeat}")
     options.check_history(args)

@@ -359,3 +359,30 @@ def record_history(
         print(f"history: NOT recorded: {reason}", file=sys.stderr)
         return None
     return run_id
+
+
+TARGET_HELP = {
+    "local": "what is measured: a local Keystone (default), the cloud of the OS_* "
+    "variables or --spec, or the mock",
+    "mock": "what is measured: the mock (default), a local Keystone, or the cloud "
+    "of the OS_* variables or --spec",
+}
+
+
+def add_target_options(parser: argparse.ArgumentParser, default: str) -> None:
+    """--target (DEFAULT: local or mock), --spec, --reports-dir and --force, as capacity
+    and load declare them."""
+    parser.add_argument(
+        "--target", choices=["local", "cloud", "mock"], default=default, help=TARGET_HELP[default]
+    )
+    parser.add_argument(
+        "--spec",
+        default=None,
+        help="--target cloud: a Rally env spec file (default: the OS_* variables)",
+    )
+    parser.add_argument(
+        "--reports-dir",
+        default="reports",
+        help="where the reports go, in a directory per run (default reports)",
+    )
+    add_force_option(parser)
