@@ -39,7 +39,7 @@ from rally_keystone_bench.deploy.deployment import Deployment
 from rally_keystone_bench.deploy.files import write_private
 from rally_keystone_bench.deploy.keystone import LocalKeystone
 from rally_keystone_bench.driver import evidence as keystone_evidence
-from rally_keystone_bench.driver import gate_passes, targets, task_files
+from rally_keystone_bench.driver import gate_passes, targets, task_files, task_subset
 from rally_keystone_bench.driver import rally as rallyenv
 from rally_keystone_bench.driver import task as rally_task
 from rally_keystone_bench.errors import BenchError
@@ -402,6 +402,49 @@ def paired_rally(
     return home, args_for_task, gate_passes.server_trees(keystones)
 
 
+def judge_all(
+    runs: list[TaskRun],
+    keystones: dict[str, LocalKeystone],
+    settings: GateSettings,
+    deps: dict[str, Deployment],
+    commits: dict[str, str],
+) -> GateResult:
+    """Every run's paired actions judged; each side's requests from its servers' access logs."""
+    access = {
+        side: sorted(
+            (
+                r
+                for n, ks in keystones.items()
+                if gate_passes.side_of(n) == side
+                for r in procstat.read_access_log(ks.access_log_path)
+            ),
+            key=lambda r: r.start,
+        )  # fmt: skip
+        for side in SIDES
+    }
+    return judge_runs(
+        runs, access, settings,
+        base_name=side_name(deps, commits, "baseline"),
+        cand_name=side_name(deps, commits, "candidate"),
+    )  # fmt: skip
+
+
+def next_run(
+    task: Path, task_args: dict, result: GateResult, whole: int, dest: Path
+) -> tuple[Path, dict, int]:
+    """What an extension runs, and how many workloads: those short of a verdict, or all.
+
+    Only the inconclusive workloads run again when the task's subtasks can
+    be picked out by title (driver/task_subset.py); their new blocks join
+    those of the earlier runs.
+    """
+    short = sorted({a.workload for a in result.actions if a.inconclusive})
+    part = task_subset.subset(task, task_args, short, dest / f"{task.stem}-extension.json")
+    if part is None:
+        return task, task_args, whole
+    return part, {}, len(short)
+
+
 def checked_inputs(args: argparse.Namespace) -> tuple:
     """The door: settings, task, its arguments, the deployments, their commits, whether the
     default task; BenchError (exit 2) on any bad input, before anything is built or started."""
@@ -442,49 +485,41 @@ def main(args: argparse.Namespace) -> int:
         stack.enter_context(tracing.client_environment(keystones["baseline"].run_dir))
         home, args_for_task, trees = paired_rally(keystones, run_root, stack, task_args)
         run_dirs = gate_passes.run_dirs(keystones)
-        access = {side: [] for side in SIDES}
-
-        def judge() -> GateResult:
-
-            for side in SIDES:
-                access[side] = sorted(
-                    (r for n, ks in keystones.items() if gate_passes.side_of(n) == side
-                     for r in procstat.read_access_log(ks.access_log_path)),
-                    key=lambda r: r.start,
-                )  # fmt: skip
-            return judge_runs(
-                runs, access, settings,
-                base_name=side_name(deps, commits, "baseline"),
-                cand_name=side_name(deps, commits, "candidate"),
-            )  # fmt: skip
-
         result = None
+        run_task, run_args, count, per_workload = task, args_for_task, 0, 0.0
         while True:
             n = len(runs) + 1
             started = time.monotonic()
-            rally_task.progress(f"task run {n}: both sides, paired")
+            part = f" ({count} workloads)" if run_task != task else ""
+            rally_task.progress(f"task run {n}: both sides, paired{part}")
             profile = getattr(args, "profile", "on") == "on"
             with keystone_evidence.profiled_sides(trees, out_dir, n, profile) as got:
                 runs.append(
                     measure(
-                        home, rally_task.ENV_NAME, task, args_for_task, out_dir / f"run{n}", trees
+                        home, rally_task.ENV_NAME, run_task, run_args, out_dir / f"run{n}", trees
                     )
                 )
             evidence.add_run(got, run_dirs, runs[-1].workloads)
-            took = time.monotonic() - started
+            if n == 1:  # a whole task run's time, per workload
+                per_workload = (time.monotonic() - started) / max(1, len(runs[0].workloads))
             if len(runs) < args.rounds:
                 continue
-            result = judge()
+            result = judge_all(runs, keystones, settings, deps, commits)
             if result.exit_code != pairing.EXIT_INCONCLUSIVE:
                 break
+            run_task, run_args, count = next_run(
+                task, args_for_task, result, len(runs[0].workloads), out_dir / f"run{n + 1}"
+            )
             left = args.max_time - (time.monotonic() - began)
-            if left < took:
+            if left < per_workload * count:
                 result.notes.append(
-                    f"not extended: another task run takes about {took:.0f} s, "
-                    f"{max(left, 0):.0f} s of --max-time {args.max_time:g} s left"
+                    f"not extended: {count} workload(s) again take about "
+                    f"{per_workload * count:.0f} s, {max(left, 0):.0f} s of --max-time "
+                    f"{args.max_time:g} s left"
                 )
                 break
-            rally_task.progress(f"{result.headline()}; extending with another task run")
+            what = "another task run" if run_task == task else f"the {count} workloads short"
+            rally_task.progress(f"{result.headline()}; extending with {what}")
     assert result is not None
     if getattr(args, "trace", "on") == "on":
         result.notes.extend(evidence.untraced([a.workload for a in result.actions]))
