@@ -20,6 +20,14 @@ whole output is kept in ``WORK/<case>.out``):
   the baseline's 12 (target: every gate exits 1, kind "burns CPU");
 - one gate of each without the noise injector, for reference.
 
+With ``--default-gate`` every gate is the one a Keystone developer runs:
+``keystone-bench gate --baseline keystone==30.0.0 --candidate ...`` and no
+other option (``tasks/gate-cloud.yaml``: the sized pass, the cache-off pair,
+13 workloads, its own durations and time limit), about 10 to 15 minutes a
+gate here. After the A/A gates it resamples their recorded clean block
+ratios (``gate_family_rate.py``'s rule: thousands of synthetic A/A gates)
+and prints the family-wise false-alarm rate.
+
 The noise injector: one process, a pure-Python busy loop, idle for U(1, 6) s
 then busy for U(2, 10) s, again and again, from ``random.Random(SEED)``
 (default seed 17); its stretches are logged beside each gate's result.
@@ -134,12 +142,15 @@ def run_gate(label: str, baseline: str, candidate: str, options: list[str], args
     cmd = [
         shutil.which("keystone-bench") or "keystone-bench", "gate",
         "--baseline", baseline, "--candidate", candidate, *options,
-        "--task", str(ROOT / "tasks" / "gate.yaml"),
-        "--task-args", json.dumps({"issue_seconds": args.issue_seconds,
-                                   "validate_seconds": args.validate_seconds}),
-        "--max-time", str(args.max_time), "--block-seconds", str(args.block_seconds),
         "--reports-dir", str(reports),
     ]  # fmt: skip
+    if not args.default_gate:
+        cmd += [
+            "--task", str(ROOT / "tasks" / "gate.yaml"),
+            "--task-args", json.dumps({"issue_seconds": args.issue_seconds,
+                                       "validate_seconds": args.validate_seconds}),
+            "--max-time", str(args.max_time), "--block-seconds", str(args.block_seconds),
+        ]  # fmt: skip
     started = time.monotonic()
     proc = subprocess.run(cmd, cwd=work, capture_output=True, text=True)
     took = time.monotonic() - started
@@ -174,16 +185,24 @@ def main() -> int:
         help="each gate's --block-seconds (default 1: a 90 s gate needs the blocks)",
     )
     parser.add_argument("--work", default=".keystone-bench/gate-noise")
+    parser.add_argument(
+        "--default-gate",
+        action="store_true",
+        help="each gate with the gate's defaults (tasks/gate-cloud.yaml, no task options)",
+    )
     args = parser.parse_args()
     work = Path(args.work).resolve()
     work.mkdir(parents=True, exist_ok=True)
     print(f"machine: {_machine.describe()}")
     print(f"date: {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}")
     print(f"noise: one core busy U(2, 10) s after U(1, 6) s idle, random.Random({args.seed})")
-    print(
-        f"each gate: issue {args.issue_seconds} s + validate {args.validate_seconds} s of "
-        f"paired load, --block-seconds {args.block_seconds:g}, --max-time {args.max_time:g}"
-    )
+    if args.default_gate:
+        print("each gate: the default gate (tasks/gate-cloud.yaml), no option but the sides")
+    else:
+        print(
+            f"each gate: issue {args.issue_seconds} s + validate {args.validate_seconds} s of "
+            f"paired load, --block-seconds {args.block_seconds:g}, --max-time {args.max_time:g}"
+        )
     began = time.monotonic()
     tree = patched_tree(work) if args.ab_runs else None
     rounds12 = ["--baseline-option", "password_hash_rounds=12"]
@@ -220,8 +239,33 @@ def main() -> int:
             f"target: {want}",
             flush=True,
         )
+    resampled(sorted((work / "reports").glob("AA-noise-*/*/gate.json")))
     print(f"total: {time.monotonic() - began:.0f} s (target < 2700 s)")
     return 0
+
+
+def resampled(reports: list[Path], gates: int = 5000) -> None:
+    """The gate's rule on the A/A gates' recorded block ratios, resampled (gate_family_rate.py)."""
+    if not reports:
+        return
+    import numpy as np
+    from gate_family_rate import one_gate, recorded
+
+    ratios, needed, alpha, thr = recorded([str(p) for p in reports])
+    if not ratios:
+        print("resampled: no clean block ratio recorded")
+        return
+    rng = np.random.default_rng(1)
+    family = naive = 0
+    for _ in range(gates):
+        fam, one = one_gate(ratios, needed, alpha, thr, rng)
+        family, naive = family + fam, naive + one
+    print(
+        f"resampled from {len(reports)} A/A gate(s), {len(ratios)} workloads, {needed} blocks "
+        f"each: {gates} synthetic gates, family-wise false alarms {family} "
+        f"({100 * family / gates:.2f} %; target at most 1 %); each test alone at alpha: "
+        f"{naive} ({100 * naive / gates:.2f} %)"
+    )
 
 
 if __name__ == "__main__":
