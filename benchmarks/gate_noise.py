@@ -131,6 +131,26 @@ def release_tree(work: Path, name: str, sleep: float | None = None) -> Path:
     return tree
 
 
+AUTH_SLEEP = "        import time; time.sleep({seconds})  # gate_noise.py: a change that waits\n"
+AUTH_BODY = "        include_catalog = 'nocatalog' not in flask.request.args\n"
+
+
+def sleep_in_auth(work: Path, seconds: float = 0.15) -> Path:
+    """keystone 30.0.0 with ``time.sleep`` as the first line of ``AuthTokenResource.post``.
+
+    Line 325 of keystone/api/auth.py, the tree issue 41 names: the gate's
+    "where the time went" must name that line and its ``time.sleep``.
+    """
+    tree = release_tree(work, "keystone-30.0.0-auth-sleep150")
+    auth = tree / "keystone" / "api" / "auth.py"
+    text = auth.read_text()
+    if "gate_noise.py: a change that waits" not in text:
+        post = text.index("    def post(self):", text.index("class AuthTokenResource"))
+        at = text.index(AUTH_BODY, post)
+        auth.write_text(text[:at] + AUTH_SLEEP.format(seconds=seconds) + text[at:])
+    return tree
+
+
 def patched_tree(work: Path) -> Path:
     """keystone 30.0.0's sdist, unpacked, with 150 ms of sleep in token issue."""
     return release_tree(work, "keystone-30.0.0-sleep150", sleep=0.15)
@@ -186,6 +206,13 @@ def main() -> int:
     )
     parser.add_argument("--work", default=".keystone-bench/gate-noise")
     parser.add_argument(
+        "--sleep-at",
+        choices=["provider", "auth"],
+        default="provider",
+        help="where the A/B 'waits' tree sleeps: Manager.issue_token, or line 325 of "
+        "keystone/api/auth.py (AuthTokenResource.post)",
+    )
+    parser.add_argument(
         "--default-gate",
         action="store_true",
         help="each gate with the gate's defaults (tasks/gate-cloud.yaml, no task options)",
@@ -204,7 +231,12 @@ def main() -> int:
             f"paired load, --block-seconds {args.block_seconds:g}, --max-time {args.max_time:g}"
         )
     began = time.monotonic()
-    tree = patched_tree(work) if args.ab_runs else None
+    if not args.ab_runs:
+        tree = None
+    elif args.sleep_at == "auth":
+        tree = sleep_in_auth(work)
+    else:
+        tree = patched_tree(work)
     rounds12 = ["--baseline-option", "password_hash_rounds=12"]
     cases = [("A/A", args.baseline, args.baseline, [], args.aa_runs, "no regression")]
     if tree is not None:
