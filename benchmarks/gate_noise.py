@@ -160,7 +160,8 @@ def run_gate(label: str, baseline: str, candidate: str, options: list[str], args
     """One gate; returns its exit code, time, headline, kind and clean blocks."""
     reports = work / "reports" / label
     cmd = [
-        shutil.which("keystone-bench") or "keystone-bench", "gate",
+        shutil.which("keystone-bench", path=str(Path(sys.executable).parent)) or "keystone-bench",
+        "gate",
         "--baseline", baseline, "--candidate", candidate, *options,
         "--reports-dir", str(reports),
     ]  # fmt: skip
