@@ -176,7 +176,9 @@ def run_gate(label: str, baseline: str, candidate: str, options: list[str], args
     proc = subprocess.run(cmd, cwd=work, capture_output=True, text=True)
     took = time.monotonic() - started
     (work / f"{label}.out").write_text(proc.stdout + "\n--- stderr ---\n" + proc.stderr)
-    headline = (proc.stdout.splitlines() or [proc.stderr.strip()[-200:]])[0]
+    verdicts = ("REGRESSION", "no regression", "INCONCLUSIVE")
+    lines = [line for line in proc.stdout.splitlines() if line.startswith(verdicts)]
+    headline = (lines or [proc.stderr.strip()[-200:]])[0]
     kinds, clean, total = [], 0, 0
     found = sorted(reports.glob("*/gate.json"))
     if found:
