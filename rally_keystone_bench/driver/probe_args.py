@@ -3,7 +3,9 @@
 One probe at a rate (``task_args``) or one ramp through rates
 (``ramp_task_args``), and how a ramp's steps are described in the progress
 lines. ``reuse`` names the keystone_users reuse tag of a search: every probe
-of it uses the same projects and users (plugins/contexts/reuse.py).
+of it uses the same projects and users (plugins/contexts/reuse.py), and the
+task gives the tag to token_pool too, so a validate probe uses the tokens
+the first one issued.
 """
 
 from __future__ import annotations

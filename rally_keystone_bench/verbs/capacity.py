@@ -34,6 +34,7 @@ from rally_keystone_bench.engines.locust import setup as locust_setup
 from rally_keystone_bench.engines.locust.engine import check_planned
 from rally_keystone_bench.errors import BenchError
 from rally_keystone_bench.history.records import ActionRow
+from rally_keystone_bench.plugins.contexts import reuse
 from rally_keystone_bench.report import capacity as capacity_report
 from rally_keystone_bench.verbs import options
 from rally_keystone_bench.verdicts import capacity, probing
@@ -185,9 +186,13 @@ def _search_rally(
         )
         probers.append(prober)
         ramp = prober.ramp if settings.ramp else None
-        outcome = capacity.find_capacity(
-            settings, prober, say=rally_task.progress, ramp=ramp, plan=plan
-        )
+        try:
+            outcome = capacity.find_capacity(
+                settings, prober, say=rally_task.progress, ramp=ramp, plan=plan
+            )
+        finally:  # the search's users' passwords and pooled tokens, kept by its probes
+            if prober.reuse:
+                reuse.forget(prober.reuse, env.auth_url, env.home.environ())
         return outcome, described
 
 

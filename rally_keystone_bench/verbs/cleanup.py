@@ -1,6 +1,7 @@
 """``keystone-bench cleanup``: delete what our contexts left in a cloud.
 
-``--reuse TAG``: the projects and users a reuse tag kept. ``--workload ID``
+``--reuse TAG``: the projects and users a reuse tag kept, then its state
+(the users' passwords) and token_pool's kept tokens. ``--workload ID``
 (repeatable): what a workload's contexts created and could not delete, a
 task cut short (keystone-bench prints this command with the IDs when that
 may have happened). ``--load ID`` (repeatable): the users and project of a
@@ -50,9 +51,7 @@ def main(args: argparse.Namespace) -> int:
         projects, users = reuse.delete_tag(admin, tag)
     except KeystoneAdminError as exc:
         raise BenchError(f"cleanup of reuse tag {tag}: {exc}") from None
-    path = reuse.state_path(tag, cred["auth_url"])
-    if path.exists():
-        path.unlink()
+    reuse.forget(tag, cred["auth_url"])  # its users' passwords and kept tokens
     retries = f", {admin.stats.describe()}" if admin.stats.total else ""
     print(f"reuse tag {tag}: deleted {projects} projects and {users} users{retries}")
     return 0

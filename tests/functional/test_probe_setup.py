@@ -5,18 +5,27 @@ Keystone's access log holds every request with its start time: the
 sends must all start before its first iteration (the contexts' setup), none
 in the warm-up and none in the judged window. A token issue costs Keystone
 a bcrypt check; one inside the window slows the validations it judges.
+
+The probes of one search share a reuse tag: the second probe's setup issues
+none of the pool's tokens again (token_pool's reuse).
 """
 
 from __future__ import annotations
 
+import json
+import secrets
+import stat
+import time
 from pathlib import Path
 
 import pytest
 
 from rally_keystone_bench import procstat, shipped
+from rally_keystone_bench.clients.admin import AdminClient
 from rally_keystone_bench.driver import probe_args
 from rally_keystone_bench.driver import task as rally_task
 from rally_keystone_bench.driver.rally import RallyHome, keystone_spec
+from rally_keystone_bench.plugins.contexts import reuse
 from rally_keystone_bench.verdicts import capacity, results
 
 pytestmark = pytest.mark.functional
@@ -71,3 +80,54 @@ def test_a_validate_probe_issues_no_token_during_its_load(small_keystone, tmp_pa
     assert len(validations) >= 10, seen  # the log and the report share one clock
     assert in_window == 0, seen
     assert in_warmup == 0, seen
+
+
+def test_the_second_probe_of_a_search_issues_none_of_the_pools_tokens(small_keystone, tmp_path):
+    keystone = small_keystone
+    home = RallyHome(tmp_path / "rally")
+    home.create_env("probe", keystone_spec(keystone.admin_credentials))
+    rate, warmup, window = 10.0, 1.0, 3.0
+    settings = capacity.Settings(
+        scenario="validate", low=rate, high=rate, warmup=warmup, window=window,
+        max_slope=1e6, precision=1, abort_on_sla_failure=False,
+    )  # fmt: skip
+    tag = f"ft-pool-{secrets.token_hex(4)}"  # as keystone-bench capacity names one per search
+    args = probe_args.task_args(settings, rate, tag)
+    pooled = 4 * 8  # the probe task's users, and tokens per user
+    auth_url = keystone.admin_credentials["auth_url"]
+    seen, issues, logs = [], [], []
+    try:
+        for k in (1, 2):
+            log = tmp_path / f"probe-{k}.rally.log"
+            begun = time.time()
+            run = rally_task.start_task(
+                home, "probe", shipped.probe_task_path(), args, log, config=home.quiet_config()
+            )
+            report = tmp_path / f"probe-{k}.json"
+            assert run.uuid and rally_task.json_report(home, run.uuid, report)
+            (wl,) = results.load(report)
+            assert wl.iterations == int(rate * (warmup + window)), wl.iterations
+            assert wl.failed_iterations == 0, log.read_text()[-2000:]  # kept tokens accepted
+            first = float(wl.iteration_started.min())
+            issues.append(token_issues(keystone.access_log_path, begun, first))
+            seen.append(f"probe {k}: {issues[-1]} token issues before its load, setup "
+                        f"{wl.setup_duration:.2f} s")  # fmt: skip
+            logs.append(log.read_text())
+        print("; ".join(seen))
+        assert f"({pooled} issued, 0 kept by reuse tag {tag})" in logs[0], seen
+        assert f"(0 issued, {pooled} kept by reuse tag {tag})" in logs[1], seen
+        # the pool, less the one sign-in keystone_users' check of reused users makes
+        assert issues[0] - issues[1] >= pooled - 1, seen
+        path = reuse.tokens_path(tag, auth_url, home.environ())
+        assert stat.S_IMODE(path.stat().st_mode) == 0o600
+        kept = json.loads(path.read_text())["users"]
+        values = [t["value"] for entry in kept.values() for t in entry["tokens"]]
+        assert len(values) == pooled
+        assert not any(v in text for v in values for text in logs)  # in no log line
+    finally:
+        reuse.delete_tag(AdminClient(keystone.admin_credentials), tag)
+        gone = reuse.forget(tag, auth_url, home.environ())
+    assert {p.name for p in gone} == {
+        reuse.state_path(tag, auth_url).name,
+        reuse.tokens_path(tag, auth_url).name,
+    }

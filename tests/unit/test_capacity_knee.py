@@ -273,7 +273,7 @@ def test_every_probe_of_a_search_on_a_local_keystone_names_one_users_tag():
     ):
         (sub,) = yaml.safe_load(text.render(**args))["subtasks"]
         assert sub["contexts"]["keystone_users"]["reuse"] == tag
-        assert "token_pool" in sub["contexts"]  # validate: its pool is still per probe
+        assert sub["contexts"]["token_pool"]["reuse"] == tag  # validate: one pool a search
     (sub,) = yaml.safe_load(text.render(**probe_args.task_args(SEARCH, 40)))["subtasks"]
     assert "reuse" not in sub["contexts"]["keystone_users"]
 

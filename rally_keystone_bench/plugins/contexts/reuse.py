@@ -5,9 +5,11 @@ A run with keystone_users' ``reuse: TAG`` keeps its projects and users, named
 word of their description, ``rkb-reuse:TAG``. The users' passwords are kept
 in a state file readable by its owner only (0600), never in a log or report:
 ``$KEYSTONE_BENCH_REUSE_DIR`` or ``~/.cache/rally-keystone-bench/reuse``,
-one file per tag and Keystone. ``keystone-bench cleanup --reuse TAG`` deletes
-every project and user carrying the tag's name prefix *and* marker, then the
-state file.
+one file per tag and Keystone. token_pool's ``reuse: TAG`` keeps its pooled
+tokens beside it (``TAG-<hash>.tokens.json``, 0600 as well), so the next run
+issues only the ones missing or near expiry. ``keystone-bench cleanup --reuse
+TAG`` deletes every project and user carrying the tag's name prefix *and*
+marker, then both files (``forget``).
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ import hashlib
 import json
 import os
 import re
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -33,43 +36,86 @@ def check_tag(tag: str) -> str:
     return tag
 
 
-def state_dir() -> Path:
-    root = os.environ.get("KEYSTONE_BENCH_REUSE_DIR")
+def state_dir(environ: Mapping[str, str] | None = None) -> Path:
+    """Where the state files are, for a process with ENVIRON (default: this one's)."""
+    env = os.environ if environ is None else environ
+    root = env.get("KEYSTONE_BENCH_REUSE_DIR")
     if root:
         return Path(root)
-    cache = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    home = env.get("HOME") if environ is not None else None
+    cache = env.get("XDG_CACHE_HOME") or str(Path(home or Path.home()) / ".cache")
     return Path(cache) / "rally-keystone-bench" / "reuse"
 
 
-def state_path(tag: str, auth_url: str) -> Path:
+def state_path(tag: str, auth_url: str, environ: Mapping[str, str] | None = None) -> Path:
     """One state file per tag and per Keystone (the auth URL's hash)."""
     digest = hashlib.sha256(auth_url.rstrip("/").encode()).hexdigest()[:10]
-    return state_dir() / f"{tag}-{digest}.json"
+    return state_dir(environ) / f"{tag}-{digest}.json"
+
+
+def tokens_path(tag: str, auth_url: str, environ: Mapping[str, str] | None = None) -> Path:
+    """The tag's pooled tokens (token_pool's reuse), beside its state file."""
+    return state_path(tag, auth_url, environ).with_suffix(".tokens.json")
 
 
 def load_state(tag: str, auth_url: str) -> dict[str, Any]:
     """{"tag", "auth_url", "users": {user_id: {"name", "password"}}}; empty when none."""
-    path = state_path(tag, auth_url)
     empty = {"tag": tag, "auth_url": auth_url, "users": {}}
-    if not path.exists():
-        return empty
-    try:
-        data = json.loads(path.read_text())
-    except ValueError:
-        return empty
-    if not isinstance(data, dict) or not isinstance(data.get("users"), dict):
-        return empty
-    return data
+    data = _read(state_path(tag, auth_url))
+    return data if data is not None else empty
 
 
 def save_state(state: dict[str, Any]) -> Path:
     """Write the state file atomically, mode 0600 from its first byte."""
-    path = state_path(state["tag"], state["auth_url"])
+    return _write_private(state_path(state["tag"], state["auth_url"]), state)
+
+
+def load_tokens(tag: str, auth_url: str) -> dict[str, Any]:
+    """{"tag", "auth_url", "users": {user_id: {"scope", "project_id", "tokens":
+    [{"value", "expires_at"}, ...]}}}: the pooled tokens kept; empty when none."""
+    empty = {"tag": tag, "auth_url": auth_url, "users": {}}
+    data = _read(tokens_path(tag, auth_url))
+    return data if data is not None else empty
+
+
+def save_tokens(kept: dict[str, Any]) -> Path:
+    """Write the kept tokens atomically, mode 0600 from the first byte, as the state."""
+    return _write_private(tokens_path(kept["tag"], kept["auth_url"]), kept)
+
+
+def forget(tag: str, auth_url: str, environ: Mapping[str, str] | None = None) -> list[Path]:
+    """Delete the tag's state file (its users' passwords) and its kept tokens.
+
+    ENVIRON: the environment of the process that wrote them (a Rally home's,
+    whose HOME differs from ours); returns the files deleted.
+    """
+    gone = []
+    for path in (state_path(tag, auth_url, environ), tokens_path(tag, auth_url, environ)):
+        try:
+            path.unlink()
+        except FileNotFoundError:
+            continue
+        gone.append(path)
+    return gone
+
+
+def _read(path: Path) -> dict[str, Any] | None:
+    """A state file's contents, or None when it is missing, unreadable or malformed."""
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
+    if not isinstance(data, dict) or not isinstance(data.get("users"), dict):
+        return None
+    return data
+
+
+def _write_private(path: Path, data: dict[str, Any]) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
     tmp = path.with_suffix(".tmp")
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     with os.fdopen(fd, "w") as out:
-        json.dump(state, out, indent=1, sort_keys=True)
+        json.dump(data, out, indent=1, sort_keys=True)
     os.chmod(tmp, 0o600)
     os.replace(tmp, path)
     return path

@@ -7,6 +7,12 @@ again with its user's credentials, outside any timer) before it is handed
 out, so a long run never validates an expired token by accident. Rally runs
 iterations in forked processes, each with a deep copy of the context: the
 round-robin position and the replaced tokens are kept per process.
+
+With ``reuse: TAG`` (keystone_users' reuse tag) the pool is kept with the
+tag's state (plugins/contexts/reuse.py, owner-only): the next run uses again
+each kept token of a user of the tag that still has ``reuse_min_ttl`` seconds
+left and that Keystone still accepts (one checked per user), and issues only
+the rest. A capacity search's probes so share one pool.
 """
 
 from __future__ import annotations
@@ -32,7 +38,7 @@ from rally_keystone_bench.clients.retry import (
     call,
     is_transient_status,
 )
-from rally_keystone_bench.plugins.contexts import _base
+from rally_keystone_bench.plugins.contexts import _base, reuse
 
 LOG = logging.getLogger(__name__)
 
@@ -84,6 +90,19 @@ class TokenPool(context.Context):
                 "type": "boolean",
                 "description": "Revoke the pooled tokens at cleanup (default false).",
             },
+            "reuse": {
+                "type": "string",
+                "pattern": reuse.TAG_PATTERN,
+                "description": "keystone_users' reuse tag: keep the pooled tokens with it "
+                "and use them again on the next run.",
+            },
+            "reuse_min_ttl": {
+                "type": "number",
+                "minimum": 0,
+                "description": "With reuse: a kept token is used again only with this many "
+                "seconds left (default min_ttl; the load's length plus min_ttl keeps any kept "
+                "token from being replaced during the load).",
+            },
             "resource_management_workers": _base.WORKERS_SCHEMA,
         },
         "additionalProperties": False,
@@ -108,7 +127,10 @@ class TokenPool(context.Context):
         workers = self.config["resource_management_workers"]
         client = _client(users[0]["credential"], workers)
         scope = self.config["scope"]
-        jobs = [(u, i) for u in users for i in range(self.config["tokens_per_user"])]
+        per_user = self.config["tokens_per_user"]
+        tag_users, kept = self._kept(users, workers)
+        pool = SharedTokens((u["id"], _padded(kept.get(u["id"], []), per_user)) for u in users)
+        jobs = [(u, i) for u in users for i, t in enumerate(pool[u["id"]]) if t is None]
 
         def issue(job: tuple[dict, int]) -> tuple[str, int, tk.Token]:
             user, index = job
@@ -116,9 +138,11 @@ class TokenPool(context.Context):
 
         watch = _admin.AbortWatch(_base.task_uuid(self.context))
         results, errors, aborted = _admin.run_parallel(issue, jobs, workers, watch)
-        pool = SharedTokens((u["id"], [None] * self.config["tokens_per_user"]) for u in users)
         for user_id, index, token in results:
             pool[user_id][index] = token
+        tag = self.config.get("reuse")
+        if tag:  # what was issued is kept, even when the setup fails
+            reuse.save_tokens(tokens_to_keep(tag, _auth_url(users), pool, users, tag_users, scope))
         auth_tokens = SharedTokens()
         if not errors and not aborted:
             auth_tokens = _validator_tokens(self.context, users, workers, stats, watch)
@@ -140,10 +164,38 @@ class TokenPool(context.Context):
             raise exceptions.ContextSetupFailure(
                 ctx_name=self.get_name(), msg="task aborted during setup"
             )
+        reused = sum(len(v) for v in kept.values())
+        how = f" ({len(results)} issued, {reused} kept by reuse tag {tag})" if tag else ""
         LOG.info(
-            f"token_pool: {len(results)} {scope}-scoped tokens for {len(users)} users, "
-            f"min_ttl {self.config['min_ttl']} s"
+            f"token_pool: {len(results) + reused} {scope}-scoped tokens for {len(users)} "
+            f"users{how}, min_ttl {self.config['min_ttl']} s"
         )
+
+    def _kept(self, users: list[dict], workers: int) -> tuple[set[str], dict[str, list[tk.Token]]]:
+        """With reuse: the tag's user ids, and the kept tokens fit to use again, by user id."""
+        tag = self.config.get("reuse")
+        if not tag:
+            return set(), {}
+        config = self.context.get("config") or {}
+        users_cfg = config.get("keystone_users") or config.get(_base.USERS) or {}
+        if users_cfg.get("reuse") != tag:
+            raise exceptions.ContextSetupFailure(
+                ctx_name=self.get_name(),
+                msg=f"reuse: {tag} keeps the tokens of keystone_users' reuse tag's users: "
+                f"give keystone_users reuse: {tag} too",
+            )
+        auth_url = _auth_url(users)
+        tag_users = set(reuse.load_state(tag, auth_url)["users"])
+        min_left = self.config.get("reuse_min_ttl", self.config["min_ttl"])
+        kept = kept_tokens(
+            reuse.load_tokens(tag, auth_url),
+            users,
+            tag_users,
+            self.config["scope"],
+            self.config["tokens_per_user"],
+            min_left,
+        )
+        return tag_users, _still_accepted(kept, users[0]["credential"], workers)
 
     def cleanup(self) -> None:
         pool = self.context.get("token_pool")
@@ -163,6 +215,10 @@ class TokenPool(context.Context):
             local.client.use_auth_token(token)
             return local.client.revoke(token).status
 
+        if self.config.get("reuse"):  # revoked: none is fit to use again
+            reuse.save_tokens(
+                {"tag": self.config["reuse"], "auth_url": _auth_url(users), "users": {}}
+            )
         done, errors, _ = _admin.run_parallel(
             revoke, tokens, self.config["resource_management_workers"], fail_fast=False
         )
@@ -174,6 +230,107 @@ class TokenPool(context.Context):
                 f"token_pool cleanup: {len(errors)} tokens not revoked: "
                 f"{_base.describe_errors(errors)}"
             )
+
+
+def _auth_url(users: list[dict]) -> str:
+    return users[0]["credential"]["auth_url"]
+
+
+def _padded(tokens: list[tk.Token], size: int) -> list[tk.Token | None]:
+    """TOKENS, then None for each one still to issue, SIZE in all."""
+    return [*tokens[:size], *[None] * (size - len(tokens[:size]))]
+
+
+def kept_tokens(
+    stored: dict[str, Any],
+    users: list[dict],
+    tag_users: set[str],
+    scope: str,
+    per_user: int,
+    min_left: float,
+    now: float | None = None,
+) -> dict[str, list[tk.Token]]:
+    """The STORED tokens fit to use again, by user id, at most PER_USER each.
+
+    Only for a user of this run whose id is one of the tag's (TAG_USERS),
+    of the same SCOPE and project, and only tokens with at least MIN_LEFT
+    seconds left (an unknown expiry is not kept).
+    """
+    run_users = {u["id"]: u for u in users}
+    fit: dict[str, list[tk.Token]] = {}
+    for user_id, entry in (stored.get("users") or {}).items():
+        user = run_users.get(user_id)
+        if user is None or user_id not in tag_users or not isinstance(entry, dict):
+            continue
+        if entry.get("scope") != scope or entry.get("project_id") != user.get("tenant_id"):
+            continue
+        tokens = []
+        for raw in entry.get("tokens") or []:
+            if not isinstance(raw, dict) or not raw.get("value"):
+                continue
+            token = tk.Token(str(raw["value"]), raw.get("expires_at"))
+            try:
+                left = token.seconds_left(now)
+            except ValueError:  # an expiry that does not parse
+                left = None
+            if left is not None and left >= min_left:
+                tokens.append(token)
+        if tokens:
+            fit[user_id] = tokens[:per_user]
+    return fit
+
+
+def tokens_to_keep(
+    tag: str,
+    auth_url: str,
+    pool: dict[str, list],
+    users: list[dict],
+    tag_users: set[str],
+    scope: str,
+) -> dict[str, Any]:
+    """What reuse.save_tokens keeps of POOL: the tokens of the tag's users."""
+    kept: dict[str, Any] = {}
+    for user in users:
+        if user["id"] not in tag_users:
+            continue
+        tokens = [t for t in pool.get(user["id"], []) if t is not None]
+        kept[user["id"]] = {
+            "scope": scope,
+            "project_id": user.get("tenant_id"),
+            "tokens": [{"value": t.value, "expires_at": t.expires_at} for t in tokens],
+        }
+    return {"tag": tag, "auth_url": auth_url, "users": kept}
+
+
+def _still_accepted(
+    kept: dict[str, list[tk.Token]], credential: Any, workers: int
+) -> dict[str, list[tk.Token]]:
+    """KEPT without the users whose first kept token Keystone no longer accepts.
+
+    One HEAD /v3/auth/tokens per user, the token checking itself (no admin,
+    no bcrypt): a Keystone started again with new Fernet keys, or a user's
+    tokens revoked (a password reset), fails it and the user's tokens are
+    issued again.
+    """
+    if not kept:
+        return {}
+    local = threading.local()
+
+    def check(user_id: str) -> str:
+        if not hasattr(local, "client"):
+            local.client = _client(credential, 1)
+        token = kept[user_id][0]
+        local.client.use_auth_token(token)
+        local.client.check(token)
+        return user_id
+
+    accepted, refused, _ = _admin.run_parallel(check, list(kept), workers, fail_fast=False)
+    if refused:
+        LOG.info(
+            f"token_pool: the kept tokens of {len(refused)} users are not accepted any "
+            f"more ({_base.describe_errors(refused)}); issued again"
+        )
+    return {user_id: kept[user_id] for user_id in accepted}
 
 
 def _client(credential: Any, workers: int) -> tk.TokenClient:
