@@ -7,11 +7,11 @@ constant rate; verdicts/probe_verdict.py judges it (errors, saturation,
 the generator's limit, the latency slope past the warm-up).
 
 The search first brackets N with a ramp (one run whose rate rises step by
-step, each step judged as a probe on the iterations due in it): 16 steps
-over [--low, --high]. Where Keystone's busy time is known (a local
-Keystone's access log), the steps that passed predict the knee
-(verdicts/knee.py, the utilization law): the search probes the grid rate
-at that bound with a whole probe and walks from it, down while probes
+step, each step judged as a probe on the iterations due in it): its rate
+doubles from --low (verdicts/ramps.py). Where Keystone's busy time is
+known (a local Keystone's access log), the steps that passed predict the
+knee (verdicts/knee.py, the utilization law): the search probes the grid
+rate at that bound with a whole probe and walks from it, down while probes
 degrade and up while they pass (WALK_PROBES at most), until a rate passes
 and the next one does not: those two whole probes are N and N + precision,
 confirmed. When the walk does not find the edge, the prediction missed:
@@ -53,6 +53,7 @@ from rally_keystone_bench.verdicts.ramps import (  # noqa: F401 (the search's na
     MARGINAL_SLOPE,
     RAMP_STEPS,
     REFINE_STEPS,
+    equal_step,
     ramp_bracket,
     ramp_rates,
     ramp_zero,
@@ -198,15 +199,21 @@ def bisections(lo: float, hi: float, settings: Settings) -> int:
 
 
 def estimated_probes(settings: Settings) -> int:
-    """About how many probes the search runs: log2 of the range in steps, plus two.
+    """About how many probes the search runs (a ramp is one).
 
-    With a ramp: two ramps, one probe inside their bracket, and the two
-    confirmations; with a prediction too: the ramp and the two whole probes
-    at the predicted knee.
+    With a prediction: the first ramp, then N and N + precision at the knee
+    it predicts. With a ramp and no prediction: two ramps, the bisection of
+    the finer one's step and the two confirmations. Without a ramp: log2 of
+    the range in grid steps, and the two confirmations.
     """
-    if settings.ramp and (settings.high - settings.low) / settings.precision >= 2:
-        return 3 if settings.predict else 5
-    return bisections(settings.low, settings.high, settings) + 2
+    rates = ramp_rates(settings) if settings.ramp else []
+    if len(rates) < 3:
+        return bisections(settings.low, settings.high, settings) + 2
+    if settings.predict:
+        return 3
+    widest = max(b - a for a, b in zip(rates, rates[1:], strict=False))
+    fine = equal_step(settings, 0, widest, REFINE_STEPS + 1)
+    return 2 + bisections(0, fine, settings) + 2
 
 
 def fmt(rate: float) -> str:

@@ -154,7 +154,7 @@ def test_a_capacity_that_falls_with_the_load_makes_the_prediction_miss_and_bisec
     missed = [line for line in said if line.startswith("the prediction missed")]
     assert missed == [
         "the prediction missed (22 rps still degraded after 4 probes from 25 rps): "
-        "bisecting [15, 22) rps as without one"
+        "bisecting [16, 22) rps as without one"
     ]
     assert "missed (22 rps still degraded), found by bisection" in out.prediction
     assert [p.rps for p in out.probes[-2:]] == [16, 17]  # N and N+1 confirmed
@@ -279,17 +279,18 @@ def test_every_probe_of_a_search_on_a_local_keystone_names_one_users_tag():
 
 
 def test_the_walk_starts_inside_the_ramps_bracket_when_a_step_failed_hard():
-    # the ramp passed 15 rps at 30 % busy (a 50 rps bound) but saturated at 29
+    # the ramp's steps from 4 rps on show the workers as busy as for a 31 rps bound, but
+    # it saturated at 30
     class Cheap(LawModel):
         def judged(self, number, role, rate):
             p = super().judged(number, role, rate)
-            if rate == 15:
-                p.server_busy = 0.3
+            if role.startswith("ramp") and p.passed and rate >= 4:
+                p.server_busy = rate / 31
             return p
 
     out, _, _ = search(Cheap(lambda rate: 0.08))
     whole = [(p.role, p.rps) for p in out.probes if not p.role.startswith("ramp")]
-    assert whole[0] == ("predicted N", 28)  # not 50: 29 rps saturated in the ramp
+    assert whole[0] == ("predicted N", 29)  # not 31: 30 rps saturated in the ramp
     assert out.n == 24
 
 
