@@ -7,15 +7,18 @@ constant rate; verdicts/probe_verdict.py judges it (errors, saturation,
 the generator's limit, the latency slope past the warm-up).
 
 The search first brackets N with a ramp (one run whose rate rises step by
-step, each step judged as a probe on the iterations due in it): 16 steps
-over [--low, --high]. Where Keystone's busy time is known (a local
-Keystone's access log), the steps that passed predict the knee
-(verdicts/knee.py, the utilization law): the search probes the grid rate
-at that bound with a whole probe and walks from it, down while probes
+step, each step judged as a probe on the iterations due in it): its rate
+doubles from --low (verdicts/ramps.py). Where Keystone's busy time is
+known (a local Keystone's access log), the steps that passed predict the
+knee (verdicts/knee.py, the utilization law): the search probes the grid
+rate at that bound with a whole probe and walks from it, down while probes
 degrade and up while they pass (WALK_PROBES at most), until a rate passes
 and the next one does not: those two whole probes are N and N + precision,
-confirmed. When the walk does not find the edge, the prediction missed:
-the search says so and goes on as it does without one.
+confirmed. A step that failed by errors or saturation keeps the walk below
+it, unless it failed under CONTRADICTED of the predicted saturation: a
+ramp's jump can saturate a step whole probes pass, and the search says it
+probes the prediction instead. When the walk does not find the edge, the
+prediction missed: the search says so and goes on as it does without one.
 
 Without a prediction, a finer ramp (7 steps) inside the first one's bracket,
 then bisection of what is left on a linear scale, the probe rates on a
@@ -53,6 +56,7 @@ from rally_keystone_bench.verdicts.ramps import (  # noqa: F401 (the search's na
     MARGINAL_SLOPE,
     RAMP_STEPS,
     REFINE_STEPS,
+    equal_step,
     ramp_bracket,
     ramp_rates,
     ramp_zero,
@@ -79,6 +83,9 @@ MIN_CONCURRENCY = 20
 CONFIRM_ROUNDS = 2
 MIN_STEP_REQUESTS = 30  # a ramp step's requests at least: the slope test's most points
 WALK_PROBES = 4  # whole probes from the predicted rate at most, before the bisection takes over
+# A ramp step failed (errors, saturation) under this share of the saturation predicted
+# from the passing steps is not held to: the walk starts at the prediction (_start).
+CONTRADICTED = 0.9
 
 
 # -- settings ------------------------------------------------------------------
@@ -198,15 +205,21 @@ def bisections(lo: float, hi: float, settings: Settings) -> int:
 
 
 def estimated_probes(settings: Settings) -> int:
-    """About how many probes the search runs: log2 of the range in steps, plus two.
+    """About how many probes the search runs (a ramp is one).
 
-    With a ramp: two ramps, one probe inside their bracket, and the two
-    confirmations; with a prediction too: the ramp and the two whole probes
-    at the predicted knee.
+    With a prediction: the first ramp, then N and N + precision at the knee
+    it predicts. With a ramp and no prediction: two ramps, the bisection of
+    the finer one's step and the two confirmations. Without a ramp: log2 of
+    the range in grid steps, and the two confirmations.
     """
-    if settings.ramp and (settings.high - settings.low) / settings.precision >= 2:
-        return 3 if settings.predict else 5
-    return bisections(settings.low, settings.high, settings) + 2
+    rates = ramp_rates(settings) if settings.ramp else []
+    if len(rates) < 3:
+        return bisections(settings.low, settings.high, settings) + 2
+    if settings.predict:
+        return 3
+    widest = max(b - a for a, b in zip(rates, rates[1:], strict=False))
+    fine = equal_step(settings, 0, widest, REFINE_STEPS + 1)
+    return 2 + bisections(0, fine, settings) + 2
 
 
 def fmt(rate: float) -> str:
@@ -277,11 +290,20 @@ class _Search:
         return max(passing, default=self.settings.low)
 
 
-def _bracket(
-    search: _Search, ramp: Callable[[list[float]], list[Probe]] | None
-) -> tuple[float, float, Probe | None, knee.Prediction | None]:
-    """(lo, hi, the probe that failed at hi, the knee predicted): from the ramps, or [low,
-    high] without one. lo is taken to pass and hi to fail until probed."""
+@dataclasses.dataclass
+class _Bracket:
+    """[lo, hi) after the ramps (lo taken to pass and hi to fail until probed), the
+    probe that failed at hi (None: nothing failed up to hi), and the knee predicted."""
+
+    lo: float
+    hi: float
+    hi_probe: Probe | None
+    prediction: knee.Prediction | None = None
+
+
+def _bracket(search: _Search, ramp: Callable[[list[float]], list[Probe]] | None) -> _Bracket:
+    """N's bracket from the ramps, or [low, high] without one; with settings.predict, the
+    first ramp whose steps predict the knee ends the bracketing."""
     settings, say = search.settings, search.say
     lo, hi = settings.low, settings.high
     hi_probe: Probe | None = None
@@ -301,13 +323,13 @@ def _bracket(
         if settings.predict:
             prediction = knee.predict(search.probes, settings)
             if prediction is not None:
-                return lo, hi, hi_probe, prediction
+                return _Bracket(lo, hi, hi_probe, prediction)
             say(f"no prediction: {_why_no_prediction(steps)}")
         # the finer ramp, once, when the first one found a step that failed
         rates = refine_rates(settings, lo, hi) if ramp_round == 0 and hi_probe else []
         if rates and settings.predict:
             search.expect(4, "no prediction: a finer ramp, a probe inside it, two confirmations")
-    return lo, hi, hi_probe, None
+    return _Bracket(lo, hi, hi_probe)
 
 
 def _why_no_prediction(steps: Sequence[Probe]) -> str:
@@ -358,38 +380,39 @@ class _Walk:
     why: str = ""
 
 
-def _walk(search: _Search, prediction: knee.Prediction, start: float) -> _Walk:
+def _walk(search: _Search, start: float) -> _Walk:
     """Whole probes from START, one grid step at a time (WALK_PROBES at most): down while
-    they degrade, up while they pass, until a rate passes and the next fails."""
+    they degrade, up while they pass, until a rate passes and the next fails. The plan
+    holds START and one step from it; each step further grows it by one, said."""
     s, eps = search.settings, search.eps
     rate = start
     p = search.run(rate, "predicted N")
     up = p.passed
     for step in range(WALK_PROBES - 1):
-        if step == 1:  # the plan held the predicted rate and one step from it
-            way = "up" if up else "down"
-            search.expect(
-                WALK_PROBES - 2,
-                f"{fmt(prediction.n)} rps was not the edge: walking {way} a step at a time, "
-                f"{WALK_PROBES} probes at most",
-            )
         if p.verdict in LOWER_BOUNDS:
             why = f"{fmt(p.rps)} rps was {p.verdict}"
             return _Walk(search.passed_below(p.rps), p.rps, p, False, why)
+        if up and rate >= s.high - eps:
+            return _Walk(rate, s.high, None, True)  # N >= --high
+        nxt = round(min(rate + s.precision, s.high), 6) if up else round(rate - s.precision, 6)
+        if nxt < s.low - eps:
+            return _Walk(s.low, rate, p, False, f"even {fmt(rate)} rps degraded")
+        if step:
+            seen = f"{fmt(start)} {'and' if step == 1 else 'to'} {fmt(rate)} rps"
+            search.expect(
+                1,
+                f"{seen} {'passed' if up else 'degraded'}: the walk goes on "
+                f"{'up' if up else 'down'} to {fmt(nxt)} rps ({WALK_PROBES} whole probes "
+                "at most)",
+            )
+        q = search.run(nxt, "confirm N+1" if up else "confirm N")
+        if up and q.passed:
+            rate, p = nxt, q
+            continue
         if up:
-            if rate >= s.high - eps:
-                return _Walk(rate, s.high, None, True)  # N >= --high
-            q = search.run(round(min(rate + s.precision, s.high), 6), "confirm N+1")
-            if q.passed:
-                rate, p = q.rps, q
-                continue
             if q.verdict in LOWER_BOUNDS:
                 return _Walk(rate, q.rps, q, False, f"{fmt(q.rps)} rps was {q.verdict}")
             return _Walk(rate, q.rps, q, True)
-        nxt = round(rate - s.precision, 6)
-        if nxt < s.low - eps:
-            return _Walk(s.low, rate, p, False, f"even {fmt(rate)} rps degraded")
-        q = search.run(nxt, "confirm N")
         if q.passed:
             return _Walk(nxt, rate, p, True)
         rate, p = nxt, q
@@ -399,15 +422,27 @@ def _walk(search: _Search, prediction: knee.Prediction, start: float) -> _Walk:
     return _Walk(search.passed_below(rate), rate, p, False, f"{fmt(rate)} rps still degraded")
 
 
-def _start(
-    prediction: knee.Prediction, lo: float, hi: float, hi_probe: Probe | None, settings: Settings
-) -> float:
+def _start(search: _Search, prediction: knee.Prediction, bracket: _Bracket) -> float:
     """The walk's first rate: the predicted one, inside the ramp's bracket when a step
-    failed there by errors or saturation (a slope step is weaker evidence: not held to)."""
-    rate = min(max(prediction.n, settings.low, lo), settings.high)
-    if hi_probe is not None and hi_probe.verdict in (ERRORS, SATURATED):
-        rate = max(settings.low, min(rate, round(hi - settings.precision, 6)))
-    return rate
+    failed there by errors or saturation (a slope step is weaker evidence: not held to)
+    at a rate the law agrees with, CONTRADICTED of the predicted saturation or more.
+
+    A ramp's step jumps its rate: the step that failed far below the saturation
+    Keystone's busy time predicts says more of the jump than of the rate (seen
+    2026-11-29: 15 rps saturated in the ramp, whole probes of 15-19 rps passed).
+    """
+    settings, hi_probe = search.settings, bracket.hi_probe
+    rate = min(max(prediction.n, settings.low, bracket.lo), settings.high)
+    if hi_probe is None or hi_probe.verdict not in (ERRORS, SATURATED):
+        return rate
+    if hi_probe.rps < CONTRADICTED * prediction.saturation:
+        search.say(
+            f"the ramp's {fmt(hi_probe.rps)}-rps step {hi_probe.verdict} while Keystone's "
+            f"busy time puts saturation near {prediction.saturation:.1f} rps: "
+            "probing the prediction"
+        )
+        return rate
+    return max(settings.low, min(rate, round(bracket.hi - settings.precision, 6)))
 
 
 def find_capacity(
@@ -428,11 +463,12 @@ def find_capacity(
     reason, said.
     """
     search = _Search(settings, probe, say, plan or Plan(estimated_probes(settings)))
-    lo, hi, hi_probe, prediction = _bracket(search, ramp)
+    bracket = _bracket(search, ramp)
+    prediction = bracket.prediction
     if prediction is None:
-        return _bisect_and_confirm(search, lo, hi, hi_probe)
+        return _bisect_and_confirm(search, bracket.lo, bracket.hi, bracket.hi_probe)
     say(f"predicted: {prediction.describe()}")
-    walk = _walk(search, prediction, _start(prediction, lo, hi, hi_probe, settings))
+    walk = _walk(search, _start(search, prediction, bracket))
     held = f"predicted {fmt(prediction.n)} rps (saturation near {prediction.saturation:.1f} rps)"
     if walk.hit:
         out = _outcome(walk.lo, walk.hi_probe, True, settings, search.probes)

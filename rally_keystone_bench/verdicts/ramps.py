@@ -4,6 +4,14 @@ bracket a ramp's judged steps leave for N (:func:`ramp_bracket`).
 A ramp is one run whose rate rises step by step; each step is judged as a
 probe on the iterations due in it (:func:`step_workload`). Settings are the
 search's (:class:`capacity.Settings`), read for low, high and precision only.
+
+The first ramp doubles its rate from --low (1, 2, 4, 8, 16 rps ...), no step
+wider than one of RAMP_STEPS equal steps over [--low, --high]: several steps
+pass below the knee with Keystone's workers busy enough to time, which is
+what the utilization law needs to predict it (verdicts/knee.py), and a high
+knee is still bracketed as finely as by equal steps. The second ramp, when
+there is no prediction, climbs the first one's bracket in REFINE_STEPS
+equal steps.
 """
 
 from __future__ import annotations
@@ -19,7 +27,7 @@ from rally_keystone_bench.verdicts.keystone_side import CLIENT_BOUND
 from rally_keystone_bench.verdicts.probe_verdict import SLOPE, Probe
 from rally_keystone_bench.verdicts.results import Workload
 
-RAMP_STEPS = 16  # rates of the first bracketing ramp, from --low to --high
+RAMP_STEPS = 16  # the first ramp's steps are no wider than this many equal ones over the range
 REFINE_STEPS = 7  # rates of the second ramp, inside the first one's bracket
 # A ramp step degraded by a slope under this many times --max-slope bounds N only
 # when no later step failed harder (ramp_bracket).
@@ -77,22 +85,32 @@ def ramp_zero(wl: Workload) -> float:
     return float(wl.iteration_started.min())
 
 
-def ramp_rates(
-    settings: Any,
-    low: float | None = None,
-    high: float | None = None,
-    steps: int = RAMP_STEPS,
-) -> list[float]:
-    """Rates of a bracketing ramp from LOW to HIGH: at most STEPS, equal steps on the grid.
-
-    The step is a whole number of --precision; the last rate is HIGH.
-    """
-    low = settings.low if low is None else low
-    high = settings.high if high is None else high
+def ramp_rates(settings: Any) -> list[float]:
+    """Rates of the first ramp: doubling from --low, each step a whole number of
+    --precision and no wider than :func:`equal_step`; the last rate is --high."""
+    low, high, precision = settings.low, settings.high, settings.precision
     if high - low < 2 * settings.precision:
         return [low]
+    widest = equal_step(settings, low, high, RAMP_STEPS)
+    rates = []
+    rate = low
+    while rate < high - 1e-9:
+        rates.append(round(rate, 6))
+        rate += max(precision, min(widest, precision * math.floor(rate / precision + 1e-9)))
+    return [*rates, round(high, 6)]
+
+
+def equal_step(settings: Any, low: float, high: float, steps: int) -> float:
+    """The step of a ramp from LOW to HIGH in at most STEPS rates: whole --precision steps."""
     grid = (high - low) / settings.precision / (steps - 1)
-    step = settings.precision * max(1, math.ceil(grid - 1e-9))
+    return settings.precision * max(1, math.ceil(grid - 1e-9))
+
+
+def equal_rates(settings: Any, low: float, high: float, steps: int) -> list[float]:
+    """Rates from LOW to HIGH in at most STEPS equal steps on the grid; the last is HIGH."""
+    if high - low < 2 * settings.precision:
+        return [low]
+    step = equal_step(settings, low, high, steps)
     rates = []
     rate = low
     while rate < high - 1e-9:
@@ -105,7 +123,7 @@ def refine_rates(settings: Any, lo: float, hi: float) -> list[float]:
     """The second ramp's rates: from LO (passed) up to below HI (failed), or [] when narrow."""
     if hi - lo <= 2 * settings.precision + 1e-9:
         return []
-    return [r for r in ramp_rates(settings, lo, hi, REFINE_STEPS + 1) if r < hi - 1e-9]
+    return [r for r in equal_rates(settings, lo, hi, REFINE_STEPS + 1) if r < hi - 1e-9]
 
 
 def ramp_bracket(

@@ -405,24 +405,29 @@ class RampModel(Model):
         return out
 
 
-def test_ramp_rates_are_equal_steps_on_the_grid_ending_at_high():
-    assert capacity.ramp_rates(RAMPED) == [1, 15, 29, 43, 57, 71, 85, 99, 113, 127, 141, 155,
-                                           169, 183, 197, 200]  # fmt: skip
+def test_ramp_rates_double_on_the_grid_no_wider_than_16_equal_steps_ending_at_high():
+    # doubling: steps under the knee for the utilization law (issue 46); 14 rps at most,
+    # the step of 16 equal ones over [1, 200], so a high N is bracketed as finely as before
+    assert capacity.ramp_rates(RAMPED) == [1, 2, 4, 8, 16, 30, 44, 58, 72, 86, 100, 114, 128,
+                                           142, 156, 170, 184, 198, 200]  # fmt: skip
     assert capacity.refine_rates(RAMPED, 43, 57) == [43, 45, 47, 49, 51, 53, 55]
     assert capacity.refine_rates(RAMPED, 49, 51) == []  # bisect what is left
     narrow = Settings("validate", 36, 64, 3, 8, 0.01, 4, ramp=True)
     assert capacity.ramp_rates(narrow) == [36, 40, 44, 48, 52, 56, 60, 64]
 
 
-@pytest.mark.parametrize("true_capacity", [1, 7.5, 50, 123, 199.5])
-def test_two_ramps_then_bisection_find_n_in_five_runs(true_capacity):
+@pytest.mark.parametrize("true_capacity, ramps", [(1, 1), (7.5, 2), (50, 2), (123, 2), (199.5, 1)])
+def test_two_ramps_then_bisection_find_n_in_five_runs(true_capacity, ramps):
     model = RampModel(true_capacity)
     out = find_capacity(RAMPED, model, say=lambda s: None, ramp=model.ramp)
     assert out.status == "found" and out.n == int(true_capacity) and out.confirmed
     assert [p.rps for p in out.probes[-2:]] == [out.n, out.n + 1]
-    # two ramps, a probe or two inside their bracket, the two confirmations
-    assert len(model.ramps) == 2 and len(model.probes) <= capacity.estimated_probes(RAMPED) + 1
-    assert model.ramps[1][0] == max(r for r in model.ramps[0] if r <= true_capacity)
+    # two ramps, a probe or two inside their bracket, the two confirmations; no finer
+    # ramp where the first one's bracket is a grid step or two ([1, 2), [198, 200))
+    assert len(model.ramps) == ramps
+    assert len(model.probes) <= capacity.estimated_probes(RAMPED) + 1
+    if ramps == 2:
+        assert model.ramps[1][0] == max(r for r in model.ramps[0] if r <= true_capacity)
 
 
 def test_a_ramp_that_never_degrades_leaves_n_a_lower_bound_at_high():
@@ -433,9 +438,9 @@ def test_a_ramp_that_never_degrades_leaves_n_a_lower_bound_at_high():
 
 
 def test_a_ramp_step_wrongly_passed_costs_probes_not_a_wrong_n():
-    # the first ramp's step at 57 rps passes by chance: its bracket is [57, 71]
+    # the first ramp's step at 58 rps passes by chance: its bracket is [58, 72]
     model = RampModel(50)
-    model.lucky = {57}
+    model.lucky = {58}
     out = find_capacity(RAMPED, model, say=lambda s: None, ramp=model.ramp)
     assert out.n == 50 and out.status == "found" and out.confirmed
     assert [p.rps for p in out.probes[-2:]] == [50, 51]
@@ -560,9 +565,8 @@ def test_workers_off_the_local_target_is_refused_not_ignored(engine, capsys):
     assert capacity_verb.check_settings(args).engine == engine
 
 
-def _scripted_ramp(model, second, first=None):
-    """Ramps with FIRST's steps (default: 1 passes, 15 saturates), then SECOND's."""
-    first = first or {1: (OK, None), 15: (SATURATED, None)}
+def _scripted_ramp(model, second, first):
+    """Ramps with FIRST's steps, then SECOND's (rate -> (verdict, slope))."""
     ramps = []
 
     def ramp(rates):
@@ -585,34 +589,38 @@ def _scripted_ramp(model, second, first=None):
 def test_a_ramp_step_marginally_degraded_by_its_slope_does_not_bound_n_below_a_harder_failure():
     # 2026-11-28: 7 rps was degraded (slope 0.0155 s/s) in the finer ramp, 9 and 11
     # saturated, while whole probes at 7 passed and 8 saturated. Bounded at 7, the
-    # search spent 8 probes; bracketed up to 9, it probes 7 first and needs 6.
+    # search spent 8 probes. The first ramp now doubles (1, 2, 4, 8, 16): the same
+    # figures at its 8 and 16 rps, bracketed up to 16, leave whole probes to decide.
     said = []
     model = Model(7)
-    second = {1: (OK, 0.0), 3: (OK, 0.0), 5: (OK, 0.0), 7: (SLOPE, 0.0155),
-              9: (SATURATED, 0.25), 11: (SATURATED, 0.08)}  # fmt: skip
-    out = find_capacity(RAMPED, model, say=said.append, ramp=_scripted_ramp(model, second))
+    first = {1: (OK, 0.0), 2: (OK, 0.0), 4: (OK, 0.0), 8: (SLOPE, 0.0155),
+             16: (SATURATED, 0.25)}  # fmt: skip
+    second = {4: (OK, 0.0), 6: (OK, 0.0), 8: (SATURATED, 0.08)}
+    ramp = _scripted_ramp(model, second, first)
+    out = find_capacity(RAMPED, model, say=said.append, ramp=ramp)
     assert out.status == "found" and out.n == 7 and out.confirmed
     assert [(p.role, p.rps) for p in out.probes if not p.role.startswith("ramp")] == [
-        ("search", 7), ("search", 8), ("confirm N", 7), ("confirm N+1", 8),
+        ("search", 7), ("confirm N", 7), ("confirm N+1", 8),
     ]  # fmt: skip
-    assert "ramp: N in [5, 9) rps" in said
-    assert any("7 rps was degraded (slope) only, by a slope under 2 times" in s for s in said)
+    assert "ramp: N in [4, 16) rps" in said and "ramp: N in [6, 8) rps" in said
+    assert any("8 rps was degraded (slope) only, by a slope under 2 times" in s for s in said)
 
 
 def test_a_ramp_step_clearly_degraded_by_its_slope_still_bounds_n():
     # 2026-11-28: validations at 25 a second gave 0.071 and 0.090 s/s in the ramp,
     # and whole probes at 25 degraded too: bracketing past it cost a probe each time.
+    # (The finer ramp's rates follow the doubling first one's bracket, [16, 30).)
     said = []
     model = Model(23)
-    second = {15: (OK, 0.0), 17: (OK, 0.0), 19: (OK, 0.0), 21: (OK, 0.0), 23: (OK, 0.0),
-              25: (SLOPE, 0.0897), 27: (SATURATED, 0.175)}  # fmt: skip
-    first = {1: (OK, 0.0), 15: (OK, 0.0), 29: (SATURATED, 0.32)}
+    second = {16: (OK, 0.0), 18: (OK, 0.0), 20: (OK, 0.0), 22: (OK, 0.0),
+              24: (SLOPE, 0.0897), 26: (SATURATED, 0.175)}  # fmt: skip
+    first = {r: (OK, 0.0) for r in (1, 2, 4, 8, 16)} | {30: (SATURATED, 0.32)}
     ramp = _scripted_ramp(model, second, first)
     out = find_capacity(RAMPED, model, say=said.append, ramp=ramp)
     assert out.n == 23 and out.confirmed
-    assert "ramp: N in [23, 25) rps" in said
+    assert "ramp: N in [22, 24) rps" in said
     assert [(p.role, p.rps) for p in out.probes if not p.role.startswith("ramp")] == [
-        ("search", 24), ("confirm N", 23), ("confirm N+1", 24),
+        ("search", 23), ("confirm N", 23), ("confirm N+1", 24),
     ]  # fmt: skip
 
 

@@ -119,10 +119,10 @@ class RampModel:
 
 
 def test_a_ramp_step_the_generator_held_up_does_not_bound_n():
-    model, said = RampModel(50, fooled=29), []
+    model, said = RampModel(50, fooled=30), []
     out = find_capacity(RAMPED, model, say=said.append, ramp=model.ramp)
-    assert "ramp: 29 rps was generator- or setup-bound: it does not bound N" in said
-    assert "ramp: N in [15, 200] rps" in said
+    assert "ramp: 30 rps was generator- or setup-bound: it does not bound N" in said
+    assert "ramp: N in [16, 200] rps" in said
     assert out.status == "found" and out.n == 50 and out.confirmed
 
 
