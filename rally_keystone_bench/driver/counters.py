@@ -19,18 +19,7 @@ from rally_keystone_bench.deploy import profiling, tracing
 from rally_keystone_bench.report.flame import flame_svg
 from rally_keystone_bench.report.render import write_summary
 from rally_keystone_bench.verdicts import counters, profiles
-
-
-def windows(workloads: Sequence[Any]) -> list[tuple[float, float] | None]:
-    """Each workload's span in epoch seconds: first start to last end (None: no iteration)."""
-    out: list[tuple[float, float] | None] = []
-    for wl in workloads:
-        if not wl.iterations:
-            out.append(None)
-            continue
-        ends = wl.iteration_started + wl.iteration_duration
-        out.append((float(wl.iteration_started.min()), float(ends.max())))
-    return out
+from rally_keystone_bench.verdicts.machine import load_windows as windows  # each workload's span
 
 
 def per_workload(records: Sequence[dict], workloads: Sequence[Any]) -> list[dict[str, dict]]:

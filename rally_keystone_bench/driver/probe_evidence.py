@@ -2,24 +2,23 @@
 
 For a local Keystone: its access log (every request's start, method, path,
 status, server time and worker pid) and its process tree, from its run
-directory. For every target: the gate's /proc sampler (procstat.Sampler)
-around each probe, giving other processes' CPU and steal. The arithmetic
-on both lives in verdicts/keystone_side.py.
+directory. For every target: the /proc sampler each probe's load runs
+under (driver/machine.py, the prober's), giving other processes' CPU and
+steal, and a look at the machine before a repeat. The arithmetic on both
+lives in verdicts/keystone_side.py.
 """
 
 from __future__ import annotations
 
-import contextlib
-import json
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 
-from rally_keystone_bench import procstat
+from rally_keystone_bench.driver import machine as machine_record
 from rally_keystone_bench.verdicts import keystone_side
 from rally_keystone_bench.verdicts.keystone_side import LoggedRequest, Machine
 
-SAMPLE_S = 1.0  # the sampler's interval during a probe (the gate's is 0.5 s)
+SAMPLE_S = machine_record.PROBE_INTERVAL_S  # the sampler's interval (the gate's is 0.5 s)
 QUIET_LOOK_S = 5.0  # one look at the machine before a repeat
 QUIET_WAIT_S = 90.0  # the longest wait for a quiet machine before a repeat runs anyway
 
@@ -49,20 +48,13 @@ def read_requests(path: Path, start: int = 0) -> tuple[list[LoggedRequest], int]
     return out, start + whole
 
 
-def keystone_pids(keystone_dir: Path) -> list[int]:
-    """The pids a local Keystone's state.json records (servers, cache, directory)."""
-    with contextlib.suppress(OSError, ValueError, AttributeError, TypeError):
-        state = json.loads((keystone_dir / "state.json").read_text())
-        return [int(p) for p in (state.get("pids") or {}).values()]
-    return []
-
-
 class ProbeEvidence:
     """Reads KEYSTONE_DIR's access log (when there is one) and samples the machine."""
 
     def __init__(self, keystone_dir: Path | None, say: Callable[[str], None]) -> None:
+        self.keystone_dir = keystone_dir
         self.access_log = keystone_dir / "access.log" if keystone_dir is not None else None
-        self.trees = {"keystone": keystone_pids(keystone_dir)} if keystone_dir else {}
+        self.trees = machine_record.deployment_trees(keystone_dir)
         self.say = say
         self._logged: list[LoggedRequest] = []  # read so far, and where the reading stopped
         self._offset = 0
@@ -75,22 +67,11 @@ class ProbeEvidence:
             self._logged.extend(new)
         return list(self._logged)
 
-    @contextlib.contextmanager
-    def sampling(self) -> Iterator[list[Machine | None]]:
-        """Samples the machine while the block runs; the list then holds what it saw."""
-        got: list[Machine | None] = [None]
-        sampler = procstat.Sampler(self.trees, SAMPLE_S)
-        sampler.start()
-        try:
-            yield got
-        finally:
-            sampler.stop()
-            got[0] = keystone_side.machine_during(sampler.intervals)
-
     def look(self, seconds: float = QUIET_LOOK_S) -> Machine | None:
-        with self.sampling() as got:
+        """Other processes' CPU and steal over SECONDS, the load generator idle."""
+        with machine_record.sampled(self.trees, SAMPLE_S) as sampler:
             time.sleep(seconds)
-        return got[0]
+        return keystone_side.machine_during(sampler.intervals)
 
     def wait_quiet(self, limit_s: float = QUIET_WAIT_S) -> str | None:
         """Wait (LIMIT_S at most) until the machine is quiet; why it is not, if it never was."""

@@ -6,6 +6,9 @@ and leaves its JSON report at REPORT (``keystone-bench load``);
 way, watched line by line so that an overloaded probe is stopped early
 (``ProbeWatcher``), and judge the report (``keystone-bench capacity``).
 The interface is ``verdicts/probing.Prober``; engines/locust has the other.
+Each ``rally task start`` runs under the machine's sampler (driver/machine.py):
+a probe keeps the machine's record of its load window (of each step, for a
+ramp) and says it as ``run`` does.
 """
 
 from __future__ import annotations
@@ -18,17 +21,19 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from rally_keystone_bench import shipped
+from rally_keystone_bench import procstat, shipped
 from rally_keystone_bench.driver import left_behind, probe_args
+from rally_keystone_bench.driver import machine as machine_record
 from rally_keystone_bench.driver import task as rally_task
 from rally_keystone_bench.driver.probe_evidence import ProbeEvidence
 from rally_keystone_bench.driver.rally import RallyHome, last_line
 from rally_keystone_bench.errors import BenchError
-from rally_keystone_bench.verdicts import capacity, keystone_side, probe_verdict, results
+from rally_keystone_bench.verdicts import capacity, keystone_side, machine, probe_verdict, results
 from rally_keystone_bench.verdicts.capacity import fmt
 from rally_keystone_bench.verdicts.probing import LoadRun
 
 SLOTS_FULL = "every iteration slot in flight"
+Sampling = Callable[[], contextlib.AbstractContextManager[Any]]  # driver/machine.sampling
 TICK_S = 10.0
 
 
@@ -125,12 +130,18 @@ class RallyProber:
         evidence: ProbeEvidence | None = None,
         plan: capacity.Plan | None = None,
         reuse: str | None = None,
+        sampling: Sampling | None = None,
     ) -> None:
+        """SAMPLING: what each load runs under (driver/machine.sampling; by default one
+        naming EVIDENCE's Keystone, none without evidence)."""
         self.home, self.env, self.settings = home, env, settings
         # keystone_users' reuse tag: every probe of the search uses the same users
         self.reuse = reuse
         # Keystone's access log and the machine's CPU (None: the client's figures alone)
         self.evidence = evidence
+        if sampling is None and evidence is not None:
+            sampling = machine_record.sampling(*filter(None, [evidence.keystone_dir]))
+        self.sampling = sampling
         self.reference: keystone_side.KeystoneSide | None = None  # at the lowest passing rate
         self.reference_rate: float | None = None
         self.out_dir = out_dir
@@ -164,7 +175,9 @@ class RallyProber:
         goes to LOG. A run without a report says why in its ``error``.
         """
         s = self.settings
-        with left_behind.recorded(self.tasks):  # what a run cut short may have left
+        sampled = self.sampling() if self.sampling is not None else contextlib.nullcontext()
+        # what a run cut short may have left; the machine while it ran
+        with left_behind.recorded(self.tasks), sampled as sampler:
             task = rally_task.start_task(
                 self.home,
                 self.env,
@@ -177,7 +190,9 @@ class RallyProber:
                 watch=watch,
             )
         self.tasks.append(left_behind.outcome_of(task))
-        done = LoadRun(None, log, uuid=task.uuid, rc=task.rc, stopped_for=task.stopped_for)
+        done = LoadRun(
+            None, log, uuid=task.uuid, rc=task.rc, stopped_for=task.stopped_for, sampler=sampler
+        )
         if task.uuid is None:
             done.error = f"rally task start exited {task.rc} without a result; see {log}"
             return done
@@ -213,17 +228,20 @@ class RallyProber:
             raise BenchError(f"{what} ran no iteration: {why}; see {log_path}")
         return run, json_path, workloads[0]
 
-    def _sampling(self) -> contextlib.AbstractContextManager:
-        if self.evidence is None:
-            return contextlib.nullcontext([None])
-        return self.evidence.sampling()
-
     def _judge_side(
-        self, probe: capacity.Probe, span: tuple[float, float], requests: list, machine: Any
+        self,
+        probe: capacity.Probe,
+        span: tuple[float, float],
+        requests: list,
+        sampler: procstat.Sampler | None,
     ) -> None:
         """Keystone's figures over SPAN (epoch seconds) and the machine's, added to PROBE."""
         side = keystone_side.keystone_side(requests, *span, self.settings.scenario)
-        probe_verdict.judge_keystone_side(probe, side, self.reference, machine)
+        seen = None
+        if sampler is not None:
+            seen = keystone_side.machine_during(machine.within(sampler.intervals, [span]))
+            probe.machine = machine.of_sampler(sampler, [span])
+        probe_verdict.judge_keystone_side(probe, side, self.reference, seen)
         if probe.passed and side is not None and side.p95 is not None:
             if self.reference_rate is None or probe.rps < self.reference_rate:
                 self.reference, self.reference_rate = side, probe.rps
@@ -249,8 +267,7 @@ class RallyProber:
         t0 = time.monotonic()
         task_args = probe_args.task_args(s, rps, self.reuse)
         watcher = ProbeWatcher(task_args, s.abort_on_sla_failure, self.say, k, probe.planned)
-        with self._sampling() as machine:
-            run, json_path, wl = self._probe_run(f"probe-{k:02d}-{fmt(rps)}rps", task_args, watcher)
+        run, json_path, wl = self._probe_run(f"probe-{k:02d}-{fmt(rps)}rps", task_args, watcher)
         probe.stopped_for = run.stopped_for
         probe.slots_full = probe.stopped_for == SLOTS_FULL
         probe.task_uuid = run.uuid
@@ -260,7 +277,7 @@ class RallyProber:
             begin = float(wl.iteration_started.min()) + s.warmup
             end = float((wl.iteration_started + wl.iteration_duration).max())
             requests = self.evidence.requests() if self.evidence is not None else []
-            self._judge_side(probe, (begin, end), requests, machine[0])
+            self._judge_side(probe, (begin, end), requests, run.sampler)
         probe.elapsed = time.monotonic() - t0
         self._record(probe)
         why = f"; stopped: {probe.stopped_for}" if probe.stopped_for else ""
@@ -269,6 +286,7 @@ class RallyProber:
             f"{probe.elapsed:.0f} s{why}; "
             f"{self.verdict_so_far()}"
         )
+        say_machine(self.say, probe.machine)
         return probe
 
     def ramp(self, rates: list[float]) -> list[capacity.Probe]:
@@ -299,8 +317,7 @@ class RallyProber:
             steps=steps,
             slots_for=s.ramp_slots,
         )
-        with self._sampling() as machine:
-            run, json_path, wl = self._probe_run(f"probe-{k:02d}-ramp", task_args, watcher)
+        run, json_path, wl = self._probe_run(f"probe-{k:02d}-ramp", task_args, watcher)
         requests = self.evidence.requests() if self.evidence is not None else []
         zero = capacity.ramp_zero(wl)
         parts = []
@@ -332,7 +349,7 @@ class RallyProber:
                 behind = "behind" in probe.stopped_for
                 probe.verdict = capacity.GENERATOR if behind else capacity.SATURATED
                 probe.reason = f"the ramp stopped here: {probe.stopped_for}"
-            self._judge_side(probe, span, requests, machine[0])
+            self._judge_side(probe, span, requests, run.sampler)
             self._record(probe)
             out.append(probe)
             self.say(
@@ -342,7 +359,15 @@ class RallyProber:
             probe.setup = None
         if out:
             out[-1].elapsed = time.monotonic() - t0
+        if parts:  # the ramp's one line: over every step it reached
+            say_machine(self.say, machine.of_sampler(run.sampler, [s for *_, s in parts]))
         return out
+
+
+def say_machine(say: Callable[[str], None], state: machine.MachineState | None) -> None:
+    """``  machine during the load: ...``, the line ``run`` prints, for a probe that has one."""
+    if state is not None:
+        say(f"  machine during the load: {state.headline()}")
 
 
 def context_failure(log_path: Path) -> str:

@@ -21,6 +21,7 @@ from typing import Any
 
 from rally_keystone_bench import boundary, shipped
 from rally_keystone_bench.driver import left_behind, targets
+from rally_keystone_bench.driver import machine as machine_record
 from rally_keystone_bench.driver import task as rally_task
 from rally_keystone_bench.driver.probe_evidence import ProbeEvidence
 from rally_keystone_bench.driver.probers import (  # noqa: F401 (ProbeWatcher, SLOTS_FULL: tested here)
@@ -151,7 +152,8 @@ def _search_locust(
         rally_task.progress(
             f"target: {described}; engine: locust, {settings.locust_workers} worker(s)"
         )
-        prober = LocustProber(credential, settings, out_dir, say)
+        sampling = machine_record.target_sampling(run_dir)  # the machine during each probe
+        prober = LocustProber(credential, settings, out_dir, say, sampling=sampling)
         probers.append(prober)
         ramp = prober.ramp if settings.ramp else None
         return capacity.find_capacity(
@@ -183,6 +185,7 @@ def _search_rally(
             evidence=ProbeEvidence(env.keystone_dir, say),
             plan=plan,
             reuse=users_tag(args, ldap),
+            sampling=machine_record.target_sampling(run_dir),  # the machine during each probe
         )
         probers.append(prober)
         ramp = prober.ramp if settings.ramp else None

@@ -7,7 +7,9 @@ of ``capacity``). Either engine's prober runs it (verdicts/probing.Prober:
 ``run`` gives the load as it ran, before the verdict capacity adds). Either
 way the result is a Rally JSON report, and summary.html/summary.json beside
 it show service time and response time side by side, and the achieved rate
-against the target.
+against the target. The machine is sampled while the load runs
+(driver/machine.py): its record goes in summary.json and load.json, and is
+printed as ``machine during the load: ...``, as ``run`` does.
 
 Exit codes: 0 done; 1 requests failed (the failure_rate criterion); 2 bad
 input or environment, with nothing sent (a rate <= 0, K < 1, an unbindable
@@ -20,6 +22,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import datetime
+import json
 import math
 import os
 from collections.abc import Iterator
@@ -31,6 +34,7 @@ from rally_keystone_bench.clients import credentials
 from rally_keystone_bench.deploy.deployment import Deployment
 from rally_keystone_bench.deploy.keystone import LocalKeystone
 from rally_keystone_bench.driver import left_behind, preflight, targets
+from rally_keystone_bench.driver import machine as machine_record
 from rally_keystone_bench.driver import task as rally_task
 from rally_keystone_bench.driver.probers import RallyProber
 from rally_keystone_bench.driver.rally import auth_url_of
@@ -160,7 +164,7 @@ def run_probe(
         # attaches its TaskRun under the same name (what a cut-short task may have left).
         kept = getattr(exc, "run", None)
         if isinstance(kept, LoadRun) and kept.report is not None:  # reported, then 130/143
-            summarize(kept.report, out_dir)
+            summarize(kept.report, out_dir, kept.sampler)
             print(f"interrupted: {kept.meta['samples_total']} samples kept")
         raise
     if run.report is None:
@@ -170,7 +174,7 @@ def run_probe(
 
 def report_run(run: LoadRun, out_dir: Path) -> int:
     """Print and summarize RUN; 1 when requests failed, BenchError (2) when it fell short."""
-    rc = summarize(run.report, out_dir)
+    rc = summarize(run.report, out_dir, run.sampler)
     meta = run.meta
     if run.samples is not None:  # Locust's own figures
         print(f"samples: {run.samples}")
@@ -197,7 +201,8 @@ def run_locust(
     with admin_target(args, run_dir, cloud=cloud) as (credential, desc):
         progress(f"target: {desc}")
         cap = probe_settings(settings, "locust")
-        prober = LocustProber(credential, cap, out_dir, progress, load=settings)
+        sampling = machine_record.target_sampling(run_dir)
+        prober = LocustProber(credential, cap, out_dir, progress, load=settings, sampling=sampling)
         with said_left_in_cloud(run_id, cloud, args.spec):
             run = run_probe(prober, settings.rate, out_dir, "locust", run_id=run_id)
     if args.target != "cloud" and run.error and run.meta.get("left_behind"):
@@ -246,7 +251,13 @@ def run_rally(args: argparse.Namespace, settings: Any, out_dir: Path, run_dir: P
     try:
         with targets.prepared_env(run_dir, cloud=cloud, mock=mock, deployment=deployment) as env:
             progress(f"target: {targets.describe(args.target, env.auth_url, mock)}")
-            prober = RallyProber(env.home, env.name, probe_settings(settings, "rally"), out_dir)
+            prober = RallyProber(
+                env.home,
+                env.name,
+                probe_settings(settings, "rally"),
+                out_dir,
+                sampling=machine_record.target_sampling(run_dir),
+            )
             run = run_probe(prober, settings.rate, out_dir, "rally")
         return report_run(run, out_dir)
     finally:
@@ -254,9 +265,12 @@ def run_rally(args: argparse.Namespace, settings: Any, out_dir: Path, run_dir: P
             left_behind.say_left_behind(prober.tasks, auth_url_of(cloud), args.spec)
 
 
-def summarize(report: Path, out_dir: Path) -> int:
+def summarize(report: Path, out_dir: Path, sampler: Any = None) -> int:
+    """REPORT's summary (and the machine's record from SAMPLER) written and printed; 1
+    when requests failed."""
     workloads = results.load(report)
-    html = render.write_summary(workloads, out_dir, str(report))
+    state = machine_record.state_of(sampler, workloads)
+    html = render.write_summary(workloads, out_dir, str(report), machine=state)
     print(f"report: {report}")
     print(f"summary: {html}")
     failed = 0
@@ -277,7 +291,20 @@ def summarize(report: Path, out_dir: Path) -> int:
                 line += f"; response time p50 {_ms(r['p50'])} p99 {_ms(r['p99'])}"
             print(line + f"; {a['count']} requests, {a['success_percent']:.1f} % ok")
         failed += wl.failed_iterations
+    if state is not None:
+        print(f"machine during the load: {state.headline()}")
+        keep_machine(out_dir / "load.json", state)
     return 1 if failed else 0
+
+
+def keep_machine(path: Path, state: Any) -> None:
+    """load.json (written before the load) with the machine's record of it added."""
+    try:
+        doc = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return
+    if isinstance(doc, dict):
+        records.write_json(path, {**doc, "machine": state.as_dict()}, indent=None, default=str)
 
 
 def _ms(v: float | None) -> str:

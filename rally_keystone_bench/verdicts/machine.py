@@ -12,7 +12,10 @@ to a few figures in cores (CPU seconds per second):
 - the load generator (Rally and its workers) and the deployment itself;
 - the 1-minute load average, the largest seen.
 
-:func:`disturbed` says when such a record rules out an unpaired verdict.
+Every ``rally task start`` a verb drives, every capacity probe and every
+``load`` (either engine) keeps one (:func:`of_sampler`, for the load
+windows of its workloads or of a ramp's steps). :func:`compare_states`
+says when such records rule out an unpaired verdict.
 """
 
 from __future__ import annotations
@@ -78,6 +81,11 @@ class MachineState:
             f"{load}, over {self.seconds:.0f} s of load"
         )
 
+    def headline(self, bounds: Bounds | None = None) -> str:
+        """The sentence, after ``DISTURBED (why):`` when the run was."""
+        why = self.disturbed(bounds)
+        return f"DISTURBED ({why}): {self.sentence()}" if why else self.sentence()
+
     def as_dict(self, bounds: Bounds | None = None) -> dict[str, Any]:
         doc = dataclasses.asdict(self)
         doc["disturbed"] = self.disturbed(bounds)
@@ -94,6 +102,26 @@ def _cores(ticks: float, seconds: float) -> float:
     return ticks / TICKS / seconds if seconds > 0 else 0.0
 
 
+def load_windows(workloads: Sequence[Any]) -> list[tuple[float, float] | None]:
+    """Each workload's span in epoch seconds: first start to last end (None: no iteration)."""
+    out: list[tuple[float, float] | None] = []
+    for wl in workloads:
+        if not wl.iterations:
+            out.append(None)
+            continue
+        ends = wl.iteration_started + wl.iteration_duration
+        out.append((float(wl.iteration_started.min()), float(ends.max())))
+    return out
+
+
+def within(
+    intervals: Sequence[Interval], windows: Iterable[tuple[float, float] | None]
+) -> list[Interval]:
+    """The INTERVALS that overlap any of WINDOWS (epoch seconds)."""
+    spans = [w for w in windows if w is not None]
+    return [iv for iv in intervals if any(iv.end > lo and iv.start < hi for lo, hi in spans)]
+
+
 def from_intervals(
     intervals: Sequence[Interval],
     windows: Iterable[tuple[float, float] | None],
@@ -101,8 +129,7 @@ def from_intervals(
     cores: int | None = None,
 ) -> MachineState:
     """The record of INTERVALS that overlap the load WINDOWS (epoch seconds)."""
-    spans = [w for w in windows if w is not None]
-    chosen = [iv for iv in intervals if any(iv.end > lo and iv.start < hi for lo, hi in spans)]
+    chosen = within(intervals, windows)
     seconds = sum(iv.end - iv.start for iv in chosen)
     per = [_cores(other_ticks(iv), iv.end - iv.start) for iv in chosen if iv.end > iv.start]
     return MachineState(
@@ -115,6 +142,17 @@ def from_intervals(
         deployment_mean=_cores(sum(iv.groups.get(DEPLOYMENT, 0) for iv in chosen), seconds),
         load_average=max(load_averages) if load_averages else None,
     )
+
+
+def of_sampler(sampler: Any, windows: Iterable[tuple[float, float] | None]) -> MachineState | None:
+    """The record of a sampler's intervals inside WINDOWS; None without a sampler.
+
+    SAMPLER: what :class:`procstat.Sampler` leaves (``intervals`` and
+    ``load_averages``), read after it stopped.
+    """
+    if sampler is None:
+        return None
+    return from_intervals(list(sampler.intervals), windows, list(sampler.load_averages))
 
 
 def compare_states(

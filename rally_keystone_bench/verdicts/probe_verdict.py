@@ -43,6 +43,7 @@ import numpy as np
 
 from rally_keystone_bench.verdicts import keystone_side, stats, trend
 from rally_keystone_bench.verdicts.keystone_side import CLIENT_BOUND, KeystoneSide, Machine
+from rally_keystone_bench.verdicts.machine import MachineState
 from rally_keystone_bench.verdicts.results import Workload
 
 GENERATOR_SHARE = 0.95  # below this share of the target rate, the generator was the limit
@@ -114,6 +115,7 @@ class Probe:
     steal: float | None = None
     task_uuid: str | None = None
     report: str | None = None
+    machine: MachineState | None = None  # the machine during its load window (or ramp step)
 
     @property
     def passed(self) -> bool:
@@ -125,6 +127,7 @@ class Probe:
 
     def to_json(self) -> dict[str, Any]:
         out = dataclasses.asdict(self)
+        out["machine"] = self.machine.as_dict() if self.machine is not None else None
         out["passed"] = self.passed
         out["stopped_early"] = self.stopped_early
         return out

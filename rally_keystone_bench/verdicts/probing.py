@@ -31,6 +31,8 @@ class LoadRun:
     samples: Path | None = None  # Locust: one record per request
     meta: dict[str, Any] = dataclasses.field(default_factory=dict)  # Locust's run.json
     interrupted: bool = False  # cut by a signal: what was sent until then
+    # procstat.Sampler of the load (driver/machine.py), read for the machine's record
+    sampler: Any = None
 
 
 class Prober(Protocol):

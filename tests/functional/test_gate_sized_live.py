@@ -1,8 +1,11 @@
 """The default gate's sized pass for real: one gate run, keystone==30.0.0 against a tree
-whose revocation check does a little more work per revocation event it reads back.
+with two changes on two token paths: its revocation check does a little more work
+per revocation event it reads back, and an application-credential token's
+validation does three more SQL statements (a role-assignment listing).
 
 One run serves every assertion: it exits 1 naming a validation workload (on an
-empty Keystone the change costs nothing); both pairs of deployments were
+empty Keystone the change costs nothing); the counters name the one workload
+whose SQL changed, in SQL terms, and no other; both pairs of deployments were
 seeded with the same rows per table; and the seeding happened before the
 task, never over HTTP inside a judged window.
 """
@@ -14,7 +17,7 @@ import re
 
 import pytest
 from _bench_helpers import bench
-from _patched_trees import per_event_tree
+from _patched_trees import sized_gate_tree
 
 from rally_keystone_bench.deploy import venv
 
@@ -23,11 +26,18 @@ pytestmark = [pytest.mark.functional, pytest.mark.slow, pytest.mark.serial]
 
 # What the seeding makes, and what no request inside a task run may touch.
 SEEDED_PATHS = re.compile(r" /v3/(projects|services|endpoints|regions|groups|roles|OS-REVOKE)")
+# The gate's per-workload SQL line (report/counters.py, verdicts/counters.py).
+SQL_LINE = re.compile(
+    r"^(?P<verdict>COUNTER REGRESSION|counter): (?P<workload>.+?): (?P<action>keystone\.\w+) "
+    r"(?P<before>\d+) -> (?P<after>\d+) SQL statements per request(?: \((?P<detail>.*)\))?$",
+    re.M,
+)
+APP_CRED_VALIDATION = "Validate application-credential tokens (GET), paired"
 
 
 @pytest.fixture(scope="module")
 def sized_gate(tmp_path_factory) -> tuple:
-    tree = per_event_tree()
+    tree = sized_gate_tree()
     venv.ensure_keystone_env(str(tree))  # built before the gate, outside its clock
     where = tmp_path_factory.mktemp("sized")
     # Validation without a cache reads every audit-chain event: a pair takes
@@ -48,6 +58,24 @@ def test_the_sized_pass_catches_work_per_revocation_event(sized_gate) -> None:
         done.stdout[-3000:]
     )
     assert re.search(r"^gate: \d+ s from start to verdict", done.stdout, re.M)
+
+
+def test_the_counter_names_the_one_token_path_whose_sql_changed(sized_gate) -> None:
+    """Three more statements per app-cred token validated, in that workload only: its line
+    says them in SQL terms (three listings of the assignment table per validation Keystone
+    makes while it serves the request); every other workload's count is unchanged."""
+    done, _ = sized_gate
+    lines = {(m["workload"], m["action"]): m for m in SQL_LINE.finditer(done.stdout)}
+    app_cred = lines.pop((APP_CRED_VALIDATION, "keystone.validate_token"), None)
+    assert app_cred is not None, done.stdout[-3000:]
+    assert app_cred["verdict"] == "COUNTER REGRESSION", app_cred[0]
+    listed = re.search(r"SELECT \.\.\. FROM assignment x(\d+)", app_cred["detail"] or "")
+    assert listed and int(listed[1]) >= 3 and int(listed[1]) % 3 == 0, app_cred[0]
+    assert int(app_cred["after"]) - int(app_cred["before"]) >= int(listed[1]), app_cred[0]
+    assert len(lines) >= 10, done.stdout[-3000:]  # the other workloads were judged too
+    moved = [m[0] for m in lines.values() if m["before"] != m["after"] or m["detail"] not in (
+        "unchanged", "too few traced requests to judge")]  # fmt: skip
+    assert moved == [], moved
 
 
 def test_both_sides_hold_the_same_seeded_rows(sized_gate) -> None:

@@ -9,6 +9,7 @@ that nothing is left in Keystone, the exit code.
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -174,8 +175,9 @@ def test_coordinated_omission_shows_in_response_time_not_service_time(tmp_path):
 
 def test_load_verb_writes_the_report_and_summary(tmp_path):
     """load, 20 rps for 3 s after 1 s of warm-up: 60 iterations in the report (the
-    warm-up's 20 left out) and a summary. No rate or latency is asserted: the count is
-    the schedule's; 300 s bounds a failure."""
+    warm-up's 20 left out), a summary, and the machine's record of the 3 s load (as
+    ``run`` keeps it). No rate or latency is asserted: the count is the schedule's;
+    300 s bounds a failure."""
     proc = subprocess.run(
         [
             sys.executable,
@@ -209,6 +211,20 @@ def test_load_verb_writes_the_report_and_summary(tmp_path):
     assert wl.iterations == 60  # the warm-up's 20 are not in the report
     assert (out / "summary.html").exists()
     assert "keystone.issue_token: service time p50" in proc.stdout
+    assert_machine_record(proc.stdout, out, 3.0)
+
+
+def assert_machine_record(stdout: str, out: Path, window: float) -> None:
+    """The load's ``machine during the load:`` line, and its record in summary.json and
+    load.json: sampled over about its WINDOW seconds, Locust's or Rally's processes as the
+    load generator and the mock as the deployment, each seen working."""
+    (line,) = [x for x in stdout.splitlines() if x.startswith("machine during the load: ")]
+    assert f" of {os.cpu_count()} cores" in line, line
+    record = json.loads((out / "summary.json").read_text())["machine"]
+    assert json.loads((out / "load.json").read_text())["machine"] == record
+    # 1 s intervals overlapping the window: its length, and up to one more on each side
+    assert window - 0.5 <= record["seconds"] <= window + 3.0, record
+    assert record["generator_mean"] > 0 and record["deployment_mean"] > 0, record
 
 
 def test_load_on_the_rally_engine_runs_the_lifecycle_too(tmp_path):
@@ -233,3 +249,4 @@ def test_load_on_the_rally_engine_runs_the_lifecycle_too(tmp_path):
     for action in (sm.ISSUE, sm.VALIDATE, sm.CHECK, sm.REVOKE):
         assert wl.actions[action].count == 25, action
         assert f"{action}: service time p50" in proc.stdout
+    assert_machine_record(proc.stdout, out, 5.0)  # the warm-up is in Rally's report

@@ -42,7 +42,7 @@ def report_json(failed_every: int = 0) -> str:
 def fake_locust(monkeypatch, seen: list, failed_every: int = 0, interrupt: bool = False, **meta):
     """engine.run_load writing what a Locust master writes (run.json, report, samples)."""
 
-    def run_load(s, credential, out_dir, say=None, run_id=None):
+    def run_load(s, credential, out_dir, say=None, run_id=None, sampling=None):
         seen.append((s, out_dir))
         out_dir.mkdir(parents=True, exist_ok=True)
         figures = {"workers": ["w0"], "samples_total": 40, "samples_reported": 40}

@@ -5,6 +5,9 @@ locust``. The master and each worker are the real ``locust`` command in
 their own processes (``locust -f locustfile.py --master --headless`` and
 ``--worker``); workers started on other hosts join the same master when
 ``expect_workers`` counts them. Every process started here is stopped here.
+With a ``sampling`` (driver/machine.sampling, passed by the verb), this host's
+machine is sampled while the master runs: the record of the load's window
+(verdicts/machine.py) that ``run`` keeps too.
 """
 
 from __future__ import annotations
@@ -195,6 +198,7 @@ class LoadResult:
     out_dir: Path
     elapsed: float = 0.0
     logs: list[Path] = field(default_factory=list)
+    sampler: Any = None  # procstat.Sampler of this host while the master ran (or None)
 
 
 def _admin_environ(credential: Mapping[str, Any]) -> dict[str, str]:
@@ -298,13 +302,15 @@ def run_load(
     worker_prefixes: list[list[str]] | None = None,
     master_prefix: list[str] | None = None,
     run_id: str | None = None,
+    sampling: Callable[[], contextlib.AbstractContextManager[Any]] | None = None,
 ) -> LoadResult:
     """Run the master and the local workers to the end; BenchError when no result came.
 
     ``worker_prefixes`` (one per worker) and ``master_prefix`` wrap the
     commands (``ip netns exec NS`` in the tests that put them on other "hosts").
     RUN_ID (``setup.new_run_id``, default a fresh one) names the users and the
-    project the master makes: ``kbl-<RUN_ID>``.
+    project the master makes: ``kbl-<RUN_ID>``. SAMPLING (driver/machine.sampling)
+    samples this host from the master's start to its end: the result's ``sampler``.
     """
     check_load(s)
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -321,39 +327,42 @@ def run_load(
     procs: list[subprocess.Popen] = []
     logs = [master_log]
     t0 = time.monotonic()
-    try:
-        master_argv = [*(master_prefix or []), *master_command(s, host, port, out_dir)]
-        master = _spawn(master_argv, env, master_log)
-        procs.append(master)
-        worker_env = {k: v for k, v in os.environ.items() if not k.startswith("OS_")}
-        for i in range(s.workers):
-            path = out_dir / f"worker-{i}.log"
-            logs.append(path)
-            prefix = worker_prefixes[i] if worker_prefixes else []
-            procs.append(_spawn([*prefix, *worker_command(host, port)], worker_env, path))
-        where = f"{host}:{port}"
-        say(
-            f"Locust master on {where}: {s.workers} local worker(s)"
-            + (f", waiting for {s.expect_workers} more" if s.expect_workers else "")
-            + f", {s.connections} connections"
-        )
-        limit = s.expect_timeout + 120.0 + s.seconds + 120.0
+    sampled = sampling() if sampling is not None else contextlib.nullcontext()
+    with sampled as sampler:  # this host while the master runs
         try:
-            master.wait(timeout=limit)
-        except subprocess.TimeoutExpired:
-            raise BenchError(
-                f"the Locust master ran past {limit:.0f} s; see {master_log}"
-            ) from None
-    except KeyboardInterrupt as exc:
-        _stop_interrupted(procs, exc, say)
-        if (out_dir / "run.json").exists():
-            exc.result = _result(out_dir, time.monotonic() - t0, logs)  # type: ignore[attr-defined]
-        raise
-    finally:
-        for proc in procs[1:]:
-            _stop(proc)
-        for proc in procs[:1]:
-            _stop(proc, grace=60.0)
+            master_argv = [*(master_prefix or []), *master_command(s, host, port, out_dir)]
+            master = _spawn(master_argv, env, master_log)
+            procs.append(master)
+            worker_env = {k: v for k, v in os.environ.items() if not k.startswith("OS_")}
+            for i in range(s.workers):
+                path = out_dir / f"worker-{i}.log"
+                logs.append(path)
+                prefix = worker_prefixes[i] if worker_prefixes else []
+                procs.append(_spawn([*prefix, *worker_command(host, port)], worker_env, path))
+            where = f"{host}:{port}"
+            say(
+                f"Locust master on {where}: {s.workers} local worker(s)"
+                + (f", waiting for {s.expect_workers} more" if s.expect_workers else "")
+                + f", {s.connections} connections"
+            )
+            limit = s.expect_timeout + 120.0 + s.seconds + 120.0
+            try:
+                master.wait(timeout=limit)
+            except subprocess.TimeoutExpired:
+                raise BenchError(
+                    f"the Locust master ran past {limit:.0f} s; see {master_log}"
+                ) from None
+        except KeyboardInterrupt as exc:
+            _stop_interrupted(procs, exc, say)
+            if (out_dir / "run.json").exists():
+                kept = _result(out_dir, time.monotonic() - t0, logs, sampler)
+                exc.result = kept  # type: ignore[attr-defined]
+            raise
+        finally:
+            for proc in procs[1:]:
+                _stop(proc)
+            for proc in procs[:1]:
+                _stop(proc, grace=60.0)
     elapsed = time.monotonic() - t0
     if not (out_dir / "run.json").exists() and (master.returncode or 0) < 0:
         raise BenchError(
@@ -362,7 +371,7 @@ def run_load(
         )
     if not (out_dir / "run.json").exists():
         raise _no_result(master_log.read_text(errors="replace"), s, f"{host}:{port}")
-    return _result(out_dir, elapsed, logs)
+    return _result(out_dir, elapsed, logs, sampler)
 
 
 def _spawn(argv: list[str], env: Mapping[str, str], log_path: Path) -> subprocess.Popen:
@@ -399,12 +408,13 @@ def _stop_interrupted(
         _stop(proc, grace=60.0)
 
 
-def _result(out_dir: Path, elapsed: float, logs: list[Path]) -> LoadResult:
+def _result(out_dir: Path, elapsed: float, logs: list[Path], sampler: Any = None) -> LoadResult:
     """The run the master wrote in OUT_DIR (run.json, the report, the samples)."""
     meta = json.loads((out_dir / "run.json").read_text())
     return LoadResult(
-        out_dir / "locust-report.json", out_dir / "samples.json", meta, out_dir, elapsed, logs
-    )
+        out_dir / "locust-report.json", out_dir / "samples.json", meta, out_dir, elapsed, logs,
+        sampler,
+    )  # fmt: skip
 
 
 def _no_result(master_log: str, s: LoadSettings, where: str) -> BenchError:

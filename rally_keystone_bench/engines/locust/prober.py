@@ -9,11 +9,14 @@ warm-up is cut from the Locust report already, so the judge sees no
 warm-up. ``LocustProber.ramp(rates)`` runs the rates one after the other in
 one load (the first step also carries the warm-up) and judges each step on
 its own samples: errors, the latency slope within the step, saturation,
-the generator's lag.
+the generator's lag. With a ``sampling`` (driver/machine.sampling, from the
+verb) each load runs under the machine's sampler: a probe (a ramp's step)
+keeps the machine's record of its window and says it as ``run`` does.
 """
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import math
@@ -26,7 +29,7 @@ from typing import Any
 from rally_keystone_bench.engines.locust import engine, schedule, setup
 from rally_keystone_bench.engines.locust import samples as sm
 from rally_keystone_bench.errors import BenchError
-from rally_keystone_bench.verdicts import capacity, probe_verdict, results
+from rally_keystone_bench.verdicts import capacity, machine, probe_verdict, results
 from rally_keystone_bench.verdicts.capacity import fmt
 from rally_keystone_bench.verdicts.probing import LoadRun
 
@@ -47,8 +50,10 @@ class LocustProber:
         out_dir: Path,
         say: Callable[[str], None],
         load: engine.LoadSettings | None = None,
+        sampling: Callable[[], contextlib.AbstractContextManager[Any]] | None = None,
     ) -> None:
-        """LOAD: the load of ``run`` at any rate (default: a probe of SETTINGS, 10 s timeout)."""
+        """LOAD: the load of ``run`` at any rate (default: a probe of SETTINGS, 10 s timeout);
+        SAMPLING: what each load runs under (driver/machine.sampling; default none)."""
         self.credential = credential
         self.settings = settings
         self.out_dir = out_dir
@@ -61,6 +66,7 @@ class LocustProber:
             workers=settings.locust_workers,
             timeout=REQUEST_TIMEOUT_S,
         )
+        self.sampling = sampling
         self.count = 0
         self.done: list[capacity.Probe] = []
         self.run_ids: list[str] = []  # each load's id: the names of its users (describe_left)
@@ -80,7 +86,9 @@ class LocustProber:
         run_id = run_id or setup.new_run_id()
         self.run_ids.append(run_id)
         try:
-            result = engine.run_load(s, self.credential, log, self.say, run_id=run_id)
+            result = engine.run_load(
+                s, self.credential, log, self.say, run_id=run_id, sampling=self.sampling
+            )
         except KeyboardInterrupt as exc:
             kept = getattr(exc, "result", None)
             if kept is not None:
@@ -113,7 +121,9 @@ class LocustProber:
         probe_verdict.judge(probe, wl, dataclasses.replace(s, warmup=0.0))
         probe.planned = s.times(rps) - int(math.floor(rps * s.warmup + 1e-9))
         probe.elapsed = time.monotonic() - t0
+        probe.machine = machine.of_sampler(run.sampler, machine.load_windows([wl]))
         self._said(probe)
+        self._say_machine(probe.machine)
         return probe
 
     def ramp(self, rates: list[float]) -> list[capacity.Probe]:
@@ -138,7 +148,7 @@ class LocustProber:
         )
         everything = json.loads(run.samples.read_text())
         t_zero = run.meta["t0"]
-        out = []
+        out, spans = [], []
         for i, (rate, begin, end) in enumerate(schedule.step_bounds(steps)):
             if i == 0:
                 begin += s.warmup
@@ -162,11 +172,15 @@ class LocustProber:
             (wl,) = results.from_report(report, f"ramp step {i + 1}")
             probe_verdict.judge(probe, wl, dataclasses.replace(s, warmup=0.0))
             probe.report = str(run.report)
+            span = (t_zero + begin - half, t_zero + end - half)
+            probe.machine = machine.of_sampler(run.sampler, [span])
+            spans.append(span)
             probe.elapsed = (time.monotonic() - t0) if i == len(rates) - 1 else 0.0
             out.append(probe)
             self._said(probe)
         if out:  # the ramp's setup (users, tokens), like its time, goes on its last row
             out[-1].setup = results.load(run.report)[0].setup_duration
+            self._say_machine(machine.of_sampler(run.sampler, spans))  # every step reached
         return out
 
     def _said(self, probe: capacity.Probe) -> None:
@@ -176,6 +190,11 @@ class LocustProber:
             f"probe {probe.number} ({probe.role}): {fmt(probe.rps)} rps -> {probe.verdict} "
             f"({probe.reason})"
         )
+
+    def _say_machine(self, state: machine.MachineState | None) -> None:
+        """``  machine during the load: ...``, the line ``run`` prints."""
+        if state is not None:
+            self.say(f"  machine during the load: {state.headline()}")
 
 
 def _kept(result: engine.LoadResult, report: Path, interrupted: bool = False) -> LoadRun:
@@ -189,4 +208,5 @@ def _kept(result: engine.LoadResult, report: Path, interrupted: bool = False) ->
         samples=result.samples,
         meta=result.meta,
         interrupted=interrupted,
+        sampler=result.sampler,
     )
