@@ -270,8 +270,9 @@ def percentile_curves(title: str, series: list[tuple[str, np.ndarray, str]]) -> 
         "percentile (log scale toward the tail)</text>"
     )
     legend = []
-    for name, yms, color in drawn:
-        body.extend(_percentile_curve(fr, yms, color))
+    for i, (name, yms, color) in enumerate(drawn):
+        # the first series widest: where two are the same, it shows as a border of the other
+        body.extend(_percentile_curve(fr, yms, color, 2 + 2 * (len(drawn) - 1 - i)))
         n, p50, p99 = yms.size, np.percentile(yms, 50), np.percentile(yms, 99)
         if name:  # two legends side by side: the short form
             text = f"{name} (n {n}): p50 {p50:.1f}, p99 {p99:.1f} ms"
@@ -287,8 +288,9 @@ def percentile_curves(title: str, series: list[tuple[str, np.ndarray, str]]) -> 
     return document(title, body, legend)
 
 
-def _percentile_curve(fr: Frame, yms: np.ndarray, color: str) -> list[str]:
-    """One series' steps through its sorted samples (YMS, ms), and its dots up to 200."""
+def _percentile_curve(fr: Frame, yms: np.ndarray, color: str, width: int = 2) -> list[str]:
+    """One series' steps through its sorted samples (YMS, ms), WIDTH px, and its dots up
+    to 200."""
     n = yms.size
     q = (np.arange(n) + 0.5) / n  # each sample at the middle of its share
     px, py = fr.x(np.log10(1.0 / (1.0 - q))), fr.y(yms)
@@ -296,7 +298,7 @@ def _percentile_curve(fr: Frame, yms: np.ndarray, color: str) -> list[str]:
     steps += [f"H{_fmt(a)}V{_fmt(b)}" for a, b in zip(px, py, strict=True)]
     out = [
         f'<path class="percentiles" d="{"".join(steps)}" stroke="{color}" '
-        'stroke-width="2" fill="none"/>'
+        f'stroke-width="{width}" fill="none"/>'
     ]
     if n <= 200:
         dots = "".join(f"M{_fmt(a)} {_fmt(b)}h0" for a, b in zip(px, py, strict=True))

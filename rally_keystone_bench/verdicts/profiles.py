@@ -74,6 +74,11 @@ HANDLER_ACTIONS = {
 ANY = "any request"
 
 
+# Flask serves HEAD with a resource's get(): the stacks under AuthTokenResource.get are a
+# validation's or a check's, and count per request of either that Keystone served.
+SERVED_BY_GET = ("keystone.validate_token", "keystone.check_token")
+
+
 def handler_of(frames: tuple[str, ...], package: str = "keystone") -> str | None:
     """The outermost frame of PACKAGE/api/ in FRAMES, as file:function."""
     for frame in frames:
@@ -126,12 +131,14 @@ def line_self_ms(
 
     REQUESTS: what Keystone served while STACKS were sampled (``served``).
     A stack under a token handler counts per request of the action it
-    serves; any other stack per request of any kind (REQUESTS[ANY]).
+    serves (the GET handler: per GET or HEAD); any other stack per request
+    of any kind (REQUESTS[ANY]).
     """
     out: dict[tuple[str, str, str], float] = collections.defaultdict(float)
     for frames, n in stacks.items():
         action = action_of(handler_of(frames))
-        count = requests.get(action) or requests.get(ANY) or 1
+        kinds = SERVED_BY_GET if action == SERVED_BY_GET[0] else (action,)
+        count = sum(requests.get(k, 0) for k in kinds) or requests.get(ANY) or 1
         out[(where(frames[-1]), action, line_of(frames[-1]))] += n * 1000.0 / rate / count
     return dict(out)
 
