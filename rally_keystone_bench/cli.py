@@ -27,6 +27,7 @@ import rally_keystone_bench.verbs.run
 import rally_keystone_bench.verbs.scale
 import rally_keystone_bench.verbs.tasks  # noqa: F401  (each verb module, as verbs.NAME)
 from rally_keystone_bench import boundary, errors, verbs
+from rally_keystone_bench.report import completion
 from rally_keystone_bench.version import version
 
 # Each verb: its module under verbs/ (add_arguments, main) and its line in --help.
@@ -76,7 +77,50 @@ def build_parser() -> argparse.ArgumentParser:
             extra(verb)
         if name != "keystone":  # keystone's own sub-verbs (up, down, status) set theirs
             verb.set_defaults(func=module.main)
+    _add_completion(sub)
     return parser
+
+
+COMPLETION_HELP = """\
+Print a shell completion script for keystone-bench, generated from this parser:
+verbs, sub-verbs and each verb's options complete with TAB, files after any
+other word. Load it in your shell's start-up file:
+
+  bash (~/.bashrc):  eval "$(keystone-bench completion bash)"
+  zsh (~/.zshrc):    eval "$(keystone-bench completion zsh)"
+"""
+
+
+def _add_completion(sub: argparse._SubParsersAction) -> None:
+    verb = sub.add_parser(
+        "completion",
+        help="print a bash or zsh completion script",
+        description=COMPLETION_HELP,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    verb.add_argument("shell", choices=completion.SHELLS, help="the shell to complete in")
+    verb.set_defaults(func=_print_completion)
+
+
+def completion_words(parser: argparse.ArgumentParser, path: str = "") -> dict[str, list[str]]:
+    """Verb path ("" at the top) -> the sub-verbs and options a shell offers there."""
+    offered: list[str] = []
+    found: dict[str, list[str]] = {path: offered}
+    for action in parser._actions:  # noqa: SLF001 - argparse keeps its actions only here
+        if isinstance(action, argparse._SubParsersAction):  # noqa: SLF001
+            for name, child in action.choices.items():
+                offered.append(name)
+                found.update(completion_words(child, f"{path} {name}".strip()))
+        elif action.option_strings:
+            offered.extend(action.option_strings)
+        elif action.choices:  # a positional of a few values: ``completion bash``
+            offered.extend(str(c) for c in action.choices)
+    return found
+
+
+def _print_completion(args: argparse.Namespace) -> int:
+    print(completion.script(args.shell, completion_words(build_parser())), end="")
+    return 0
 
 
 def main(argv: Sequence[str] | None = None) -> int:

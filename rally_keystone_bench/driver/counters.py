@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from rally_keystone_bench.deploy import profiling, tracing
-from rally_keystone_bench.report.flame import flame_svg
+from rally_keystone_bench.report.flame import Flames, WorkloadFlame, flame_svg
 from rally_keystone_bench.report.render import write_summary
 from rally_keystone_bench.verdicts import counters, profiles
 from rally_keystone_bench.verdicts.machine import load_windows as windows  # each workload's span
@@ -36,10 +36,71 @@ def per_workload(records: Sequence[dict], workloads: Sequence[Any]) -> list[dict
     ]
 
 
+def access_lines(keystone_dir: Path) -> list[str]:
+    """Keystone's access log: each node's behind a balancer, else the deployment's."""
+    logs = sorted(keystone_dir.glob("node*/access.log")) or [keystone_dir / "access.log"]
+    lines: list[str] = []
+    for log in logs:
+        try:
+            lines.extend(log.read_text(errors="replace").splitlines())
+        except OSError:
+            continue
+    return lines
+
+
+def served_requests(keystone_dir: Path | None, spans: Sequence[profiles.Span]) -> dict[str, int]:
+    """Requests Keystone served in SPANS (epoch seconds), per token action and in all."""
+    if keystone_dir is None or not spans:
+        return {}
+    return dict(profiles.served(access_lines(keystone_dir), spans))
+
+
+def profile_view(
+    profile: Path, workloads: Sequence[Any], stem: str, keystone_dir: Path | None
+) -> tuple[Flames, dict[str, Any] | None]:
+    """summary.html's flame graphs of PROFILE (py-spy's stacks of a task), and summary.json's
+    ``profile``: one graph per workload when the samples were kept in time slices, each
+    workload the samples taken while its iterations ran; else one graph of the task."""
+    sliced = profiling.slices_of(profile.with_suffix("") if profile.suffix == ".xz" else profile)
+    if not sliced.is_file():
+        stacks = profiles.parse(profiling.read_lines(profile))
+        whole = flame_svg(stacks, f"{stem}: Keystone's server processes") if stacks else None
+        return Flames(whole=whole, samples=sum(stacks.values())), None
+    texts, slices = profiling.read_slices(sliced)
+    spans = [(a, b) for a, b, _ in slices]
+    spans_of = windows(workloads)
+    per = []
+    for i, group in enumerate(profiles.split_by_windows(slices, spans_of)):
+        stacks = profiles.parse(f"{texts[k]} {n}" for k, n in group.items())
+        title = f"{stem}, workload {i + 1}: Keystone's server processes"
+        window = spans_of[i]
+        per.append(
+            WorkloadFlame(
+                flame_svg(stacks, title) if stacks else None,
+                sum(stacks.values()),
+                window[1] - window[0] if window else 0.0,
+                served_requests(keystone_dir, [window] if window else []),
+            )
+        )
+    flames = Flames(per_workload=per, slice_s=_slice_length(spans))
+    doc = {
+        "samples": sum(sum(c.values()) for _, _, c in slices),
+        "sampled_seconds": sum(b - a for a, b in spans),
+        "slice_seconds": flames.slice_s,
+        "requests_served": served_requests(keystone_dir, spans),
+    }
+    return flames, doc
+
+
+def _slice_length(spans: Sequence[profiles.Span]) -> float | None:
+    lengths = sorted(b - a for a, b in spans)
+    return round(lengths[len(lengths) // 2], 1) if lengths else None
+
+
 def gather(outcome: Any, keystone_dir: Path | None, profile: Path | None = None) -> None:
     """Set OUTCOME.counters from the trace store; rewrite its summary with them and PROFILE.
 
-    PROFILE: py-spy's collapsed stacks of the task, drawn as a flame graph.
+    PROFILE: py-spy's collapsed stacks of the task, drawn as flame graphs (profile_view).
     """
     traced = keystone_dir is not None and tracing.store_path(keystone_dir).is_dir()
     records = tracing.take_records(keystone_dir) if traced and keystone_dir else []
@@ -49,17 +110,16 @@ def gather(outcome: Any, keystone_dir: Path | None, profile: Path | None = None)
         outcome.counters = per_workload(records, outcome.workloads)
         pools = tracing.checked_out(keystone_dir) if keystone_dir else {}
         outcome.checked_out = sum(pools.values()) if pools else None
-    flame = None
+    flames = kept = None
     stem = outcome.task_file.stem
     if profile is not None and profile.exists():
-        stacks = profiles.parse(profiling.read_lines(profile))
-        flame = flame_svg(stacks, f"{stem}: Keystone's server processes") if stacks else None
+        flames, kept = profile_view(profile, outcome.workloads, stem, keystone_dir)
     if outcome.summary is not None:
         label = f"{stem} ({outcome.interrupted}: what ran)" if outcome.interrupted else stem
         state = {"db_connections_checked_out": outcome.checked_out} if traced else None
         write_summary(
-            outcome.workloads, outcome.summary.parent, label, outcome.counters, flame, state,
-            getattr(outcome, "machine", None),
+            outcome.workloads, outcome.summary.parent, label, outcome.counters, flames, state,
+            getattr(outcome, "machine", None), kept,
         )  # fmt: skip
 
 
@@ -133,24 +193,27 @@ def load_saved(result: str) -> dict[int, dict[str, counters.ActionCounters]] | N
     return found or None
 
 
-def load_profile(result: str, workloads: Sequence[Any]) -> tuple[collections.Counter, dict] | None:
-    """py-spy's stacks that ``run`` kept beside RESULT (``STEM-profile.txt.xz``), and the requests.
+def load_profile(result: str) -> tuple[collections.Counter, dict] | None:
+    """py-spy's stacks that ``run`` kept beside RESULT (``STEM-profile.txt.xz``), and the
+    requests Keystone served while py-spy sampled (summary.json's ``profile``).
 
-    The requests: each atomic action's iterations in WORKLOADS (RESULT's),
-    and all of them under ``profiles.ANY``. None without a profile file.
+    None without a profile file, or without that count (a run before it was
+    kept): Rally's timed requests are not what Keystone served, and self time
+    divided by them exceeds the request.
     """
     path = Path(result)
     named = path.parent / f"{path.stem}-profile.txt"
     profile = next((p for p in (profiling.stored(named), named) if p.is_file()), None)
     if not path.is_file() or profile is None:
         return None
+    try:
+        doc = json.loads((path.parent / f"{path.stem}-summary" / "summary.json").read_text())
+    except (OSError, ValueError):
+        return None
+    served = ((doc.get("profile") or {}) if isinstance(doc, dict) else {}).get("requests_served")
+    if not served:
+        return None
     stacks = profiles.parse(profiling.read_lines(profile))
     if not stacks:
         return None
-    requests: collections.Counter = collections.Counter()
-    for wl in workloads:
-        for name, a in wl.actions.items():
-            if name != "total":
-                requests[name] += a.count
-                requests[profiles.ANY] += a.count
-    return stacks, dict(requests)
+    return stacks, {str(k): int(v) for k, v in served.items()}

@@ -49,19 +49,18 @@ class Evidence:
         """A task run's stacks (GOT: side -> Profile) and each side's traced requests.
 
         RUN_DIRS: side -> its run directory, or its list of them (the gate's two pairs).
+        The stacks count per request its Keystone served while py-spy sampled (its
+        access log), not per request Rally timed: untimed requests are served too.
         """
         for side, prof in got.items():
             if prof.path is None:
                 continue
             self.stacks[side].update(profiles.parse(profiling.read_lines(prof.path)))
-            for wl in workloads:
-                for name, a in wl.actions.items():
-                    if name.startswith(f"{side}."):
-                        self.requests[side][name.removeprefix(f"{side}.")] += a.count
-                        self.requests[side][profiles.ANY] += a.count
+            for run_dir in _dirs(run_dirs[side]):
+                served = keystone_counters.served_requests(run_dir, prof.spans)
+                self.requests[side].update(served)
         for side in SIDES:  # each of a side's deployments (the gate's pairs)
-            dirs = run_dirs[side]
-            dirs = [dirs] if isinstance(dirs, Path) else dirs
+            dirs = _dirs(run_dirs[side])
             records = [r for d in dirs for r in tracing.take_records(d)]
             self.records[side].extend(
                 (workload_label(wl), cost)
@@ -118,6 +117,10 @@ class Evidence:
             (self.requests["baseline"], self.requests["candidate"]), profiling.RATE,
             source=profiling.line_reader(roots) if roots else None,
         )  # fmt: skip
+
+
+def _dirs(found: Any) -> list[Path]:
+    return [found] if isinstance(found, Path) else list(found)
 
 
 def prepare_tracing(deps: dict[str, Any], run_root: Path, traced: bool) -> None:

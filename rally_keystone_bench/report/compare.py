@@ -5,18 +5,27 @@ from __future__ import annotations
 import json
 import math
 import os
+from collections.abc import Sequence
+
+import numpy as np
+from markupsafe import Markup
 
 from rally_keystone_bench.errors import BenchError
-from rally_keystone_bench.report import junit
+from rally_keystone_bench.report import junit, svg
 from rally_keystone_bench.report.render import environment
 from rally_keystone_bench.verdicts.compare import (
     ADVICE,
     MIN_THROUGHPUT_SLICES,
     CompareResult,
     Comparison,
+    pair_workloads,
 )
 from rally_keystone_bench.verdicts.failures import p_text
+from rally_keystone_bench.verdicts.results import Workload
 from rally_keystone_bench.version import version as tool_version
+
+BASE_COLOR = svg.COLORS["p95"]  # orange: a color no text's anti-aliasing makes
+CAND_COLOR = svg.COLORS["points"]  # blue
 
 
 def ms_or_na(v: float) -> str:
@@ -90,17 +99,67 @@ def write_json(result: CompareResult, path: str) -> None:
     write_text(path, json.dumps(doc, indent=2) + "\n")
 
 
-def render_html(result: CompareResult, evidence: dict | None = None) -> str:
-    """A self-contained HTML page of the comparison (EVIDENCE: counters.evidence_html's)."""
+def changed_lines(result: CompareResult) -> list[str]:
+    """``workload: action: verdict (numbers)`` of every change the statistics found."""
+    return [
+        f"{w.label}: {c.name}: {c.verdict} ({_numbers(c)})"
+        for w in result.workloads
+        for c in [*w.actions, *([w.throughput] if w.throughput else [])]
+        if c.regression or c.significant or c.failure_regression
+    ]
+
+
+def distributions(
+    result: CompareResult, base: Sequence[Workload], cand: Sequence[Workload]
+) -> list[list[Markup]]:
+    """Per compared workload, each action's latency by percentile: base and candidate
+    overlaid on one scale (svg.percentile_curves), successful samples only."""
+    # in the order compare_workloads compared them (two workloads may share a label)
+    pairs = pair_workloads(base, cand)[0] if cand else [(b, None) for b in base]
+    out = []
+    for w, (b, c) in zip(result.workloads, pairs, strict=False):
+        charts = []
+        for comp in w.actions:
+            sides = [
+                (name, wl.actions[comp.name].ok_durations()
+                 if wl is not None and comp.name in wl.actions else np.zeros(0), color)
+                for name, wl, color in (("base", b, BASE_COLOR), ("candidate", c, CAND_COLOR))
+            ]  # fmt: skip
+            title = f"{comp.name}: latency by percentile, base and candidate"
+            charts.append(Markup(svg.percentile_curves(title, sides)))
+        out.append(charts)
+    return out
+
+
+def render_html(
+    result: CompareResult,
+    evidence: dict | None = None,
+    charts: Sequence[Sequence[Markup]] | None = None,
+) -> str:
+    """A self-contained HTML page of the comparison: what changed first, then each workload's
+    table and CHARTS (distributions'); EVIDENCE: counters.evidence_html's."""
     return (
         environment()
         .get_template("compare.html.j2")
-        .render(r=result, numbers=_numbers, evidence=evidence)
+        .render(
+            r=result,
+            numbers=_numbers,
+            evidence=evidence,
+            changed=changed_lines(result),
+            charts=charts or [[] for _ in result.workloads],
+        )
     )
 
 
-def write_html(result: CompareResult, path: str, evidence: dict | None = None) -> None:
-    write_text(path, render_html(result, evidence))
+def write_html(
+    result: CompareResult,
+    path: str,
+    evidence: dict | None = None,
+    sides: tuple[Sequence[Workload], Sequence[Workload]] | None = None,
+) -> None:
+    """compare.html at PATH; SIDES: the base's and candidate's workloads, for the charts."""
+    charts = distributions(result, *sides) if sides else None
+    write_text(path, render_html(result, evidence, charts))
 
 
 def render_junit(result: CompareResult) -> str:

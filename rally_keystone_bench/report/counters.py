@@ -77,7 +77,10 @@ def with_evidence(
     moved = any(c.changed for c in changes)
     lines = [*(counts if moved else []), verdict, *(counts if not moved else [])]
     if went:
-        lines.append(f"where the time went (py-spy, self time per request, candidate - {other}):")
+        lines.append(
+            "where the time went (py-spy, self time per request Keystone served, "
+            f"candidate - {other}):"
+        )
         lines.extend(f"    {c.sentence()}" for c in went)
     return "\n".join(lines)
 
@@ -90,15 +93,24 @@ def evidence_html(
 ) -> dict[str, Any] | None:
     """What gate.html and compare.html show of Keystone's evidence, or None without any.
 
-    ``counts``: the counter lines as printed; ``went``: py-spy's sentences;
+    ``counts``: the lines of the counters that changed, as printed; ``unchanged``:
+    the others' lines (folded away on the page); ``went``: py-spy's sentences;
     ``chart``: the same functions as bars, OTHER's self time beside the candidate's.
     """
-    counts = format_changes(changes, latency_changed) if changes else []
-    if not counts and not went:
+    moved = [c for c in changes if c.changed or c.failed]
+    still = [c for c in changes if not (c.changed or c.failed)]
+    counts = format_changes(moved, latency_changed) if moved else []
+    unchanged = format_changes(still, latency_changed) if still else []
+    if not counts and not unchanged and not went:
         return None
     chart = None
     if went:
         rows = [(f"{c.action}: {c.function}", c.before_ms, c.after_ms) for c in went]
         title = f"Where the time went: self time per request (py-spy), {other} and candidate"
         chart = Markup(svg.self_time_shift(title, rows, other))
-    return {"counts": counts, "went": [c.sentence() for c in went], "chart": chart}
+    return {
+        "counts": counts,
+        "unchanged": unchanged,
+        "went": [c.sentence() for c in went],
+        "chart": chart,
+    }

@@ -2,14 +2,38 @@
 
 Root at the bottom, callees above; a frame's width is its share of the
 samples; each box's tooltip (``<title>``) names it with its samples and share.
-Frames narrower than MIN_SHARE of the whole are left out.
+Frames narrower than MIN_SHARE of the whole are left out. ``Flames`` is what
+summary.html shows of a task's samples: one graph per workload.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from xml.sax.saxutils import escape
+
+
+@dataclasses.dataclass(frozen=True)
+class WorkloadFlame:
+    """One workload's flame graph: the samples taken while its iterations ran."""
+
+    svg: str | None  # None: py-spy took no sample in the workload's window
+    samples: int
+    seconds: float  # the window: its first iteration's start to its last one's end
+    requests_served: Mapping[str, int]  # what Keystone's access log says it served then
+
+
+@dataclasses.dataclass(frozen=True)
+class Flames:
+    """summary.html's flame graphs: one per workload, or one of the whole task when the
+    samples carry no time (a profile kept without slices)."""
+
+    per_workload: Sequence[WorkloadFlame] = ()
+    whole: str | None = None
+    samples: int = 0
+    slice_s: float | None = None
+
 
 WIDTH = 1200
 ROW = 16

@@ -22,6 +22,7 @@ from markupsafe import Markup
 from rally_keystone_bench import __name__ as pkg
 from rally_keystone_bench.errors import BenchError
 from rally_keystone_bench.report import svg
+from rally_keystone_bench.report.flame import Flames
 from rally_keystone_bench.verdicts import counters as keystone_counters
 from rally_keystone_bench.verdicts import stats, trend
 from rally_keystone_bench.verdicts.results import RPS_RUNNERS, TOTAL, Workload, redact
@@ -380,15 +381,20 @@ def charts(wl: Workload) -> list[dict[str, str]]:
 
 
 def render_html(
-    workloads: Sequence[Workload], summary: dict[str, Any], flame_svg: str | None = None
+    workloads: Sequence[Workload], summary: dict[str, Any], flames: Flames | None = None
 ) -> str:
-    """summary.html as a string; FLAME_SVG: Keystone's flame graph, inline."""
+    """summary.html as a string; FLAMES: Keystone's flame graphs, inline (a workload's in
+    its own section; one of the whole task at the end when they carry no time)."""
+    per = list(flames.per_workload) if flames else []
     views = []
-    for wl, s in zip(workloads, summary["workloads"], strict=True):
+    for i, (wl, s) in enumerate(zip(workloads, summary["workloads"], strict=True)):
+        flame = per[i] if i < len(per) else None
         views.append(
             {
                 "s": s,
                 "charts": [{"title": c["title"], "svg": Markup(c["svg"])} for c in charts(wl)],
+                "flame": flame,
+                "flame_svg": Markup(flame.svg) if flame and flame.svg else None,
             }
         )
     return (
@@ -398,25 +404,44 @@ def render_html(
             summary=summary,
             views=views,
             figures=FIGURES,
-            flame_svg=Markup(flame_svg) if flame_svg else None,
+            flames=flames,
+            flame_svg=Markup(flames.whole) if flames and flames.whole else None,
         )
     )
+
+
+def _with_profile(summary: dict[str, Any], flames: Flames | None, profile: Mapping | None) -> None:
+    """summary.json's record of the profile: the task's, and each workload's samples."""
+    if profile:
+        summary["profile"] = dict(profile)
+    for entry, f in zip(summary["workloads"], flames.per_workload if flames else (), strict=False):
+        entry["profile"] = {
+            "samples": f.samples,
+            "window_seconds": round(f.seconds, 3),
+            "requests_served": dict(f.requests_served),
+        }
 
 
 def render_files(
     workloads: Sequence[Workload],
     source: str,
     counters: Sequence[Mapping] | None = None,
-    flame_svg: str | None = None,
+    flames: Flames | None = None,
     keystone: Mapping[str, Any] | None = None,
     machine: Any = None,
+    profile: Mapping[str, Any] | None = None,
 ) -> dict[str, str]:
-    """{"summary.html": ..., "summary.json": ...} for these workloads."""
+    """{"summary.html": ..., "summary.json": ...} for these workloads.
+
+    PROFILE: what summary.json keeps of the task's py-spy samples (the
+    requests Keystone served while they were taken, which compare divides by).
+    """
     if not workloads:
         raise BenchError(f"{source}: the report holds no workload")
     summary = build_summary(workloads, source, counters, keystone, machine)
+    _with_profile(summary, flames, profile)
     return {
-        "summary.html": render_html(workloads, summary, flame_svg),
+        "summary.html": render_html(workloads, summary, flames),
         "summary.json": json.dumps(summary, indent=2, default=_json_default) + "\n",
     }
 
@@ -426,12 +451,13 @@ def write_summary(
     out_dir: str | os.PathLike,
     source: str,
     counters: Sequence[Mapping] | None = None,
-    flame_svg: str | None = None,
+    flames: Flames | None = None,
     keystone: Mapping[str, Any] | None = None,
     machine: Any = None,
+    profile: Mapping[str, Any] | None = None,
 ) -> Path:
     """Write summary.html and summary.json into ``out_dir``; return the HTML's path."""
-    files = render_files(workloads, source, counters, flame_svg, keystone, machine)
+    files = render_files(workloads, source, counters, flames, keystone, machine, profile)
     out = Path(out_dir)
     try:
         out.mkdir(parents=True, exist_ok=True)

@@ -242,14 +242,19 @@ def percentiles(y: np.ndarray, title: str) -> str:
     """Latency (ms) at each percentile, HDR-style: the x axis is log(1 / (1 - q)), so
     the tail (90 %, 99 %, 99.9 %) gets as much room as the body. Every sample is a
     point: nothing is binned, so 10 samples draw as well as 10,000."""
-    yms = np.sort(y * 1000.0)
-    n = yms.size
-    if n == 0:
+    return percentile_curves(title, [("", y, COLORS["points"])])
+
+
+def percentile_curves(title: str, series: list[tuple[str, np.ndarray, str]]) -> str:
+    """percentiles' chart of several SERIES (name, latencies in seconds, color) on one
+    scale: compare's base and candidate, overlaid. A series without samples says so."""
+    drawn = [(name, np.sort(y * 1000.0), color) for name, y, color in series]
+    drawn = [(name, yms, color) for name, yms, color in drawn if yms.size]
+    if not drawn:
         return document(title, [f'<text x="{W / 2}" y="{H / 2}">no samples</text>'])
-    q = (np.arange(n) + 0.5) / n  # each sample at the middle of its share
-    xs = np.log10(1.0 / (1.0 - q))
-    x1 = max(1.0, math.ceil(float(xs[-1])))
-    fr = Frame(0.0, x1, 0.0, float(yms[-1]) * 1.05 or 1.0)
+    tails = [math.log10(1.0 / (0.5 / yms.size)) for _, yms, _ in drawn]
+    x1 = max(1.0, math.ceil(max(tails)))
+    fr = Frame(0.0, x1, 0.0, max(float(yms[-1]) for _, yms, _ in drawn) * 1.05 or 1.0)
     body = fr.y_axis("latency (ms)")
     for v, text in PERCENTILE_TICKS:
         if v > x1:
@@ -264,22 +269,44 @@ def percentiles(y: np.ndarray, title: str) -> str:
         f'<text x="{LEFT + fr.pw / 2}" y="{H - 6}" text-anchor="middle">'
         "percentile (log scale toward the tail)</text>"
     )
-    px, py = fr.x(xs), fr.y(yms)
+    legend = []
+    for i, (name, yms, color) in enumerate(drawn):
+        # the first series widest: where two are the same, it shows as a border of the other
+        body.extend(_percentile_curve(fr, yms, color, 2 + 2 * (len(drawn) - 1 - i)))
+        n, p50, p99 = yms.size, np.percentile(yms, 50), np.percentile(yms, 99)
+        if name:  # two legends side by side: the short form
+            text = f"{name} (n {n}): p50 {p50:.1f}, p99 {p99:.1f} ms"
+        else:
+            text = f"{n} samples: median {p50:.1f} ms, p99 {p99:.1f} ms, max {yms[-1]:.1f} ms"
+        legend.append((color, text))
+    missing = [name for name, y, _ in series if not np.asarray(y).size]
+    if missing:
+        body.append(
+            f'<text x="{W - RIGHT}" y="{TOP + 14}" text-anchor="end">'
+            f"{escape(', '.join(missing))}: no samples</text>"
+        )
+    return document(title, body, legend)
+
+
+def _percentile_curve(fr: Frame, yms: np.ndarray, color: str, width: int = 2) -> list[str]:
+    """One series' steps through its sorted samples (YMS, ms), WIDTH px, and its dots up
+    to 200."""
+    n = yms.size
+    q = (np.arange(n) + 0.5) / n  # each sample at the middle of its share
+    px, py = fr.x(np.log10(1.0 / (1.0 - q))), fr.y(yms)
     steps = [f"M{_fmt(fr.x(0.0))},{_fmt(py[0])}"]
     steps += [f"H{_fmt(a)}V{_fmt(b)}" for a, b in zip(px, py, strict=True)]
-    body.append(
-        f'<path class="percentiles" d="{"".join(steps)}" stroke="{COLORS["points"]}" '
-        'stroke-width="2" fill="none"/>'
-    )
+    out = [
+        f'<path class="percentiles" d="{"".join(steps)}" stroke="{color}" '
+        f'stroke-width="{width}" fill="none"/>'
+    ]
     if n <= 200:
         dots = "".join(f"M{_fmt(a)} {_fmt(b)}h0" for a, b in zip(px, py, strict=True))
-        body.append(
-            f'<path class="points" d="{dots}" stroke="{COLORS["points"]}" '
+        out.append(
+            f'<path class="points" d="{dots}" stroke="{color}" '
             f'stroke-width="{marker_size(n)}" stroke-linecap="round" fill="none"/>'
         )
-    p50, p99 = np.percentile(yms, 50), np.percentile(yms, 99)
-    text = f"{n} samples: median {p50:.1f} ms, p99 {p99:.1f} ms, max {yms[-1]:.1f} ms"
-    return document(title, body, [(COLORS["points"], text)])
+    return out
 
 
 def rate_over_time(

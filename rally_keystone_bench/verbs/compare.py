@@ -39,7 +39,7 @@ def main(args: argparse.Namespace) -> int:
                      "candidate": deployment_of(args.candidate)},
     )  # fmt: skip
     changes = counter_changes(args.base, args.candidate, base, cand)
-    went = where_time_went(args.base, args.candidate, base, cand)
+    went = where_time_went(args.base, args.candidate)
     text = compare_report.format_text(result)
     moved = latency_moved(result)
     print(report_counters.with_evidence(text, changes, moved, went, "base"))
@@ -47,7 +47,7 @@ def main(args: argparse.Namespace) -> int:
         compare_report.write_json(result, args.json)
     if args.html:
         shown = report_counters.evidence_html(changes, moved, went, "base")
-        compare_report.write_html(result, args.html, shown)
+        compare_report.write_html(result, args.html, shown, (base, cand))
     if args.junit:
         compare_report.write_junit(result, args.junit)
         if changes:
@@ -98,10 +98,11 @@ def latency_moved(result: compare.CompareResult) -> dict[str, bool]:
     }
 
 
-def where_time_went(base: str, candidate: str, base_wl: list, cand_wl: list) -> list:
-    """The functions whose self time per request rose most, when both runs kept a profile."""
-    before = keystone_counters.load_profile(base, base_wl)
-    after = keystone_counters.load_profile(candidate, cand_wl)
+def where_time_went(base: str, candidate: str) -> list:
+    """The functions whose self time per request Keystone served rose most, when both runs
+    kept a profile and the requests served while it was taken."""
+    before = keystone_counters.load_profile(base)
+    after = keystone_counters.load_profile(candidate)
     if before is None or after is None:
         return []
     return profiles.diff(before[0], after[0], (before[1], after[1]), profiling.RATE)

@@ -271,7 +271,9 @@ def _run_tasks(
             profile = out_dir / f"{task_file.stem}-profile.txt"
             try:
                 trees = machine_record.deployment_trees(env.keystone_dir)
-                with profiling.profiled(pids, profile, rally_task.progress) as prof:
+                with profiling.profiled(
+                    pids, profile, rally_task.progress, profiling.SLICE_S
+                ) as prof:
                     outcome = rally_task.run_task(
                         env.home, env.name, task_file, task_args, out_dir, trees
                     )

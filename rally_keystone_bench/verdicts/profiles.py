@@ -13,6 +13,12 @@ Self time is kept per line of that frame too: the line a sample was taken
 at is the line that made the call (``time.sleep(0.15)``, ``bcrypt.hashpw``),
 and a change names the lines its added samples were taken at, with their
 shares and, given a SOURCE reader, each line's text (the call made there).
+
+Self time is per request Keystone served (``served``: its access log, in
+the window py-spy sampled), never per request Rally timed: Keystone also
+serves untimed requests (a context's setup, a pool's tokens, the token a
+validation workload validates), and their samples must not be charged to
+the timed ones, else a function's self time per request exceeds the request.
 """
 
 from __future__ import annotations
@@ -20,7 +26,7 @@ from __future__ import annotations
 import collections
 import dataclasses
 import re
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 
 _FRAME = re.compile(r"^(?P<function>.*) \((?P<path>[^()]*?):(?P<line>\d+)\)$")
 Stacks = Mapping[tuple[str, ...], int]
@@ -68,6 +74,11 @@ HANDLER_ACTIONS = {
 ANY = "any request"
 
 
+# Flask serves HEAD with a resource's get(): the stacks under AuthTokenResource.get are a
+# validation's or a check's, and count per request of either that Keystone served.
+SERVED_BY_GET = ("keystone.validate_token", "keystone.check_token")
+
+
 def handler_of(frames: tuple[str, ...], package: str = "keystone") -> str | None:
     """The outermost frame of PACKAGE/api/ in FRAMES, as file:function."""
     for frame in frames:
@@ -82,18 +93,52 @@ def action_of(handler: str | None) -> str:
     return HANDLER_ACTIONS.get(handler.rpartition(":")[2], ANY)
 
 
+# The token API's methods (Keystone's access log) -> the atomic action each serves.
+METHOD_ACTIONS = {
+    "POST": "keystone.issue_token",
+    "GET": "keystone.validate_token",
+    "HEAD": "keystone.check_token",
+    "DELETE": "keystone.revoke_token",
+}
+TOKENS_PATH = "/v3/auth/tokens"
+Span = tuple[float, float]  # epoch seconds, start and end
+
+
+def served(lines: Iterable[str], spans: Sequence[Span]) -> collections.Counter[str]:
+    """Requests Keystone served that started inside SPANS: per token action, all under ANY.
+
+    LINES are Keystone's access log, ``EPOCH_MS METHOD URI STATUS MICROS PID``
+    (every server writes that line, deploy/servers.py).
+    """
+    out: collections.Counter[str] = collections.Counter()
+    for line in lines:
+        fields = line.split()
+        if len(fields) < 3 or not fields[0].isdigit():
+            continue
+        started = int(fields[0]) / 1000.0
+        if not any(a <= started < b for a, b in spans):
+            continue
+        out[ANY] += 1
+        if fields[2].partition("?")[0] == TOKENS_PATH and fields[1] in METHOD_ACTIONS:
+            out[METHOD_ACTIONS[fields[1]]] += 1
+    return out
+
+
 def line_self_ms(
     stacks: Stacks, rate: float, requests: Mapping[str, int]
 ) -> dict[tuple[str, str, str], float]:
     """(file:function, action, line) -> ms of self time per request taken at that line.
 
+    REQUESTS: what Keystone served while STACKS were sampled (``served``).
     A stack under a token handler counts per request of the action it
-    serves; any other stack per request of any kind (REQUESTS[ANY]).
+    serves (the GET handler: per GET or HEAD); any other stack per request
+    of any kind (REQUESTS[ANY]).
     """
     out: dict[tuple[str, str, str], float] = collections.defaultdict(float)
     for frames, n in stacks.items():
         action = action_of(handler_of(frames))
-        count = requests.get(action) or requests.get(ANY) or 1
+        kinds = SERVED_BY_GET if action == SERVED_BY_GET[0] else (action,)
+        count = sum(requests.get(k, 0) for k in kinds) or requests.get(ANY) or 1
         out[(where(frames[-1]), action, line_of(frames[-1]))] += n * 1000.0 / rate / count
     return dict(out)
 
@@ -224,3 +269,34 @@ def diff(
             )
         )
     return changes
+
+
+Slice = tuple[float, float, Mapping]  # epoch start, end, and the samples taken (stack -> count)
+
+
+def split_by_windows(
+    slices: Sequence[Slice], windows: Sequence[Span | None]
+) -> list[collections.Counter]:
+    """Each window's samples: a slice's counts times the share of the slice inside it.
+
+    py-spy's stacks carry no time: profiling restarts py-spy every few
+    seconds, each slice knows when it was taken, and a slice that straddles
+    a window's edge gives it its counts in proportion to the overlap
+    (rounded). None (a workload without iteration) gets nothing.
+    """
+    out: list[collections.Counter] = [collections.Counter() for _ in windows]
+    for start, end, counts in slices:
+        length = end - start
+        if length <= 0:
+            continue
+        for got, window in zip(out, windows, strict=True):
+            if window is None:
+                continue
+            share = (min(end, window[1]) - max(start, window[0])) / length
+            if share <= 0:
+                continue
+            for key, n in counts.items():
+                part = round(n * share)
+                if part:
+                    got[key] += part
+    return out

@@ -212,5 +212,5 @@ def test_the_page_shows_keystones_evidence_when_there_is_some(tmp_path):
     gate_report.write_outputs(res, paths, shown)
     html = paths["HTML"].read_text()
     assert html.index("Keystone's evidence") < html.index("<h2>keystone.")
-    assert "where the time went (py-spy, self time per request, candidate - baseline)" in html
+    assert "self time per request Keystone served, candidate - baseline" in html
     assert html.count('class="after"') == len(went) >= 1

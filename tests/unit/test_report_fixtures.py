@@ -58,10 +58,24 @@ def test_fixture_is_a_real_rally_report():
     assert all(w.throughput > 0 for w in wls)
 
 
-@pytest.mark.parametrize("name", ["fixture", "summary.html", "summary.json", "compare.json"])
+def test_the_profiled_run_is_small():
+    kept = sum(p.stat().st_size for p in (FIXTURES / "profiled-run").iterdir())
+    assert kept < 100 * 1024
+
+
+@pytest.mark.parametrize(
+    "name", ["fixture", "profiled", "summary.html", "summary.json", "compare.json"]
+)
 def test_no_token_or_password_anywhere(tmp_path, name):
     if name == "fixture":
         text = REAL.read_text()
+    elif name == "profiled":  # tests/fixtures/profiled-run: a run's report and its stacks
+        import lzma
+
+        run = FIXTURES / "profiled-run"
+        text = lzma.decompress((run / "token-suite.json.xz").read_bytes()).decode()
+        stacks = lzma.decompress((run / "workload-stacks.txt.xz").read_bytes()).decode()
+        assert not FERNET_RE.search(stacks) and "password=" not in stacks
     elif name == "compare.json":
         assert cli.main(["compare", str(REAL), str(REAL), "--json", str(tmp_path / name)]) == 0
         text = (tmp_path / name).read_text()
@@ -70,7 +84,7 @@ def test_no_token_or_password_anywhere(tmp_path, name):
         text = (tmp_path / name).read_text()
     assert not FERNET_RE.search(text)
     assert not LONG_SECRET_RE.search(text), LONG_SECRET_RE.search(text).group(0)[:12]
-    if name.endswith(".json") or name == "fixture":
+    if name.endswith(".json") or name in ("fixture", "profiled"):
         assert list(_strings_under_secret_keys(json.loads(text))) == []
 
 

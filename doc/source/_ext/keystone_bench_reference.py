@@ -91,6 +91,9 @@ def cli_rst() -> str:
         "Exit codes of every verb: 0 pass, 1 a verdict failed, 2 bad input or "
         "environment (a one-line reason on stderr), 3 inconclusive (gate), 130/143 "
         "interrupted.\n",
+        "Shell completion of verbs, sub-verbs and options: "
+        '``eval "$(keystone-bench completion bash)"`` in ``~/.bashrc`` (``zsh`` in '
+        "``~/.zshrc``); the script is generated from this parser (:ref:`cli-completion`).\n",
         _literal(parser.format_help()),
     ]
     for full, sub, help_, _has_children in verbs(parser):
