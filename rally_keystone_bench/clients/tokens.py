@@ -297,6 +297,18 @@ class TokenClient:
         resp, elapsed = self._send("revoke", "DELETE", self._subject(token), {}, None, (), timer)
         return _result("revoke", resp.status_code, elapsed, {}, None, token)
 
+    def read(self, token: Token | str) -> dict[str, Any]:
+        """TOKEN's own body (user, project, roles), asked with TOKEN itself: setup, never timed.
+
+        GET /v3/auth/tokens?nocatalog=1 with TOKEN as both X-Auth-Token and
+        X-Subject-Token; TokenRequestError("read", ...) when Keystone refuses.
+        """
+        value = _token_value(token)
+        self._remember(value)
+        headers = {"X-Auth-Token": value, "X-Subject-Token": value}
+        resp, _ = self._send("read", "GET", headers, {"nocatalog": "1"}, None, (), None)
+        return _json(resp).get("token", {})
+
     def create_application_credential(self, auth: UserAuth, lifetime_s: float) -> UserAuth:
         """A new application credential of AUTH's user that expires after LIFETIME_S seconds.
 
