@@ -7,11 +7,11 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import math
 import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 from rally_keystone_bench import boundary
 from rally_keystone_bench.deploy import conf_options
@@ -76,13 +76,7 @@ def check_target(args: argparse.Namespace) -> None:
     """--target and its options (capacity, load); BenchError before any load."""
     if args.spec and args.target != "cloud":
         raise BenchError("--spec describes an existing cloud: use it with --target cloud")
-    if args.target == "mock":
-        if args.mock_workers < 1:
-            raise BenchError(f"--mock-workers must be at least 1, not {args.mock_workers}")
-        if not math.isfinite(args.mock_service_time) or args.mock_service_time < 0:
-            raise BenchError(
-                f"--mock-service-time must be 0 ms or more, not {args.mock_service_time:g}"
-            )
+    if args.target == "mock":  # --mock-workers and --mock-service-time: checked by their types
         check_stall(getattr(args, "mock_stall", 0.0), getattr(args, "mock_stall_every", 0.0))
     if args.target == "cloud" and args.spec and not Path(args.spec).is_file():
         raise BenchError(f"env spec {args.spec} does not exist")
@@ -386,3 +380,41 @@ def add_target_options(parser: argparse.ArgumentParser, default: str) -> None:
         help="where the reports go, in a directory per run (default reports)",
     )
     add_force_option(parser)
+
+
+def add_deprecated_alias(parser: argparse.ArgumentParser, old: str, new: str, dest: str) -> None:
+    """OLD, the former spelling of NEW (same DEST and type): still works, with a one-line
+    note on stderr, and hidden from --help. Kept for one release."""
+    current = next(a for a in parser._actions if new in a.option_strings)
+    parser.add_argument(
+        old,
+        dest=dest,
+        type=current.type,
+        default=current.default,
+        metavar=current.metavar,
+        action=DeprecatedAlias,
+        new=new,
+        help=argparse.SUPPRESS,
+    )
+
+
+class DeprecatedAlias(argparse.Action):
+    """An option's former spelling: stores like the new one and says to use that."""
+
+    def __init__(self, option_strings: list[str], dest: str, new: str, **kwargs: Any) -> None:
+        self.new = new
+        super().__init__(option_strings, dest, **kwargs)
+
+    def __call__(
+        self,
+        parser: argparse.ArgumentParser,
+        namespace: argparse.Namespace,
+        values: Any,
+        option_string: str | None = None,
+    ) -> None:
+        print(
+            f"keystone-bench: {option_string} is deprecated here, use {self.new} "
+            "(the old spelling goes in the next release)",
+            file=sys.stderr,
+        )
+        setattr(namespace, self.dest, values)
