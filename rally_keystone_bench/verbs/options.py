@@ -14,13 +14,14 @@ from pathlib import Path
 from typing import Any
 
 from rally_keystone_bench import boundary
-from rally_keystone_bench.deploy import conf_options
+from rally_keystone_bench.deploy import conf_options, identity
 from rally_keystone_bench.deploy.deployment import Deployment
 from rally_keystone_bench.deploy.mock import MockKeystone, check_stall
 from rally_keystone_bench.driver import rally as rallyenv
 from rally_keystone_bench.errors import BenchError, mask_urls
 from rally_keystone_bench.history import records as history_records
 from rally_keystone_bench.history import store as history_store
+from rally_keystone_bench.verbs import recording
 
 # Where Keystone's users live: options that gate applies to both sides.
 IDENTITY_FIELDS = (
@@ -313,7 +314,7 @@ def check_history(args: argparse.Namespace) -> str | None:
 
 
 def deployment_line(deployment: Deployment) -> str:
-    return history_records.deployment_line(deployment.describe(), deployment.keystone)
+    return identity.deployment_line(deployment.describe(), deployment.keystone)
 
 
 def record_history(
@@ -331,11 +332,12 @@ def record_history(
     url = history_url(args)
     if not url:
         return None
-    rows = [*rows, *history_records.rows_under(out_dir, verb)]
+    summaries = recording.summaries_under(out_dir, verb)
+    rows = [*rows, *history_records.rows_from_summaries(summaries)]
     if not rows:
         print(f"history: nothing to record from {out_dir} (no summary.json)")
         return None
-    keystone = history_records.keystone_identity(deployment.keystone if deployment else where)
+    keystone = recording.keystone_of(deployment.keystone if deployment else where)
     record = history_records.build_record(
         verb,
         keystone,

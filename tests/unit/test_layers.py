@@ -73,8 +73,9 @@ def test_plugins_import_only_what_rally_may_load(path):
 
 # What the verbs share, not verbs themselves: their options, names a user
 # gives (matrix rows) and which option applies to which target and engine;
-# gate_options: the gate's option declarations, apart from the gate's run.
-SHARED_VERB_MODULES = ("options", "names", "applicability", "gate_options")
+# gate_options: the gate's option declarations, apart from the gate's run;
+# recording: what a verb hands the results store.
+SHARED_VERB_MODULES = ("options", "names", "applicability", "gate_options", "recording")
 
 
 def test_no_module_imports_a_verb_but_the_cli():
@@ -164,9 +165,10 @@ def test_importing_the_verdicts_pulls_in_no_rally_oslo_or_http():
 ROOM_MAY_USE = {
     "clients": ("clients", "errors"),
     "deploy": ("deploy", "clients", "errors"),
-    # the results store and its records: a Keystone's commit comes from deploy/;
-    # "version" (the tool's own, a leaf on importlib.metadata) goes into every record
-    "history": ("history", "deploy", "errors", "version"),
+    # the results store and its records, from values the verbs hand over (which
+    # Keystone ran is deploy/'s answer, given by the verb); "version" (the tool's
+    # own, a leaf on importlib.metadata) goes into every record
+    "history": ("history", "errors", "version"),
     "report": ("report", "verdicts", "errors", "version", "", "__name__"),
     # Rally's side of the tool (its prober too; "" is `from rally_keystone_bench
     # import shipped`): plugins/ for the runners' progress protocol only. Never
