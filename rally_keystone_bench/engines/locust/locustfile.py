@@ -20,15 +20,9 @@ the earlier answers did; a request that finds every user of its worker busy
 goes out late and keeps its intended start. Each user holds one kept-alive
 connection and sends through TokenClient, one timed request per action.
 Every request's sample (intended start, send, answer, status) goes back to
-the master unrounded (custom messages); the master writes
-
-- ``samples.json``: every sample of every worker, as sent;
-- ``locust-report.json``: a Rally JSON report (format 1.2) of the samples
-  after the warm-up, with a ``samples_complete`` criterion that fails when a
-  worker was lost;
-- ``run.json``: the run's settings, each worker's count of samples and of
-  those received, lost workers, and what was left in Keystone (nothing,
-  unless the deletion failed).
+the master unrounded (custom messages); the master writes ``samples.json``,
+``locust-report.json`` (a Rally JSON report of the samples after the warm-up)
+and ``run.json`` (what each holds: master_files.py).
 
 Users, projects and tokens are made on the master with the admin client
 (OS_* variables), before the load, and deleted after it, on every path.
