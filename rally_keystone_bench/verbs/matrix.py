@@ -184,7 +184,6 @@ def main(args: argparse.Namespace) -> int:
     errors: dict[str, str] = {}
     failed = False
     n = len(deployments)
-
     per_node: dict[str, dict[str, int]] = {}  # label -> node -> token requests
 
     def report() -> tuple[tuple[Path, Path], list[dict[str, Any]]]:
