@@ -101,6 +101,7 @@ class TokenResult:
     methods: tuple[str, ...] = ()  # the token's authentication methods
     scope: str | None = None  # project | domain | system | unscoped
     user_id: str | None = None  # the token's user
+    project_id: str | None = None  # the token's project, when project-scoped
     token: Token | None = field(default=None, repr=False, compare=False)
 
     @property
@@ -523,5 +524,6 @@ def _result(
         methods=tuple(data.get("methods") or ()),
         scope=_scope_of(data) if data else None,
         user_id=(data.get("user") or {}).get("id"),
+        project_id=(data.get("project") or {}).get("id"),
         token=token,
     )

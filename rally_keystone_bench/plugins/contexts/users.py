@@ -25,10 +25,10 @@ from rally.task import context
 from rally_openstack.common import credential as os_credential
 
 from rally_keystone_bench.clients import admin as _admin
-from rally_keystone_bench.clients import session
+from rally_keystone_bench.clients.auth import UserAuth
 from rally_keystone_bench.clients.credentials import verify_of
 from rally_keystone_bench.clients.retry import RetryStats
-from rally_keystone_bench.clients.tokens import scrub
+from rally_keystone_bench.clients.tokens import TokenClient, TokenRequestError
 from rally_keystone_bench.plugins.contexts import _base, reuse
 from rally_keystone_bench.plugins.contexts.created_users import CreatedUsers
 from rally_keystone_bench.plugins.contexts.directory_users import (
@@ -279,10 +279,9 @@ class KeystoneUsers(CreatedUsers, DirectoryUsers, _base.BenchContext):
 
 def _whoami(cred: Any) -> tuple[str, str]:
     """(user id, project id) of a credential, from one project-scoped token."""
-    auth = session.password_auth(cred)
+    client = TokenClient(cred["auth_url"], verify=verify_of(cred))
     try:
-        access = auth.get_access(session.build(cred["auth_url"], verify=verify_of(cred)))
-    except Exception as exc:
-        message = scrub(str(exc), [cred["password"] or ""])
-        raise RuntimeError(f"user {cred['username']}: {message}") from None
-    return access.user_id, access.project_id
+        result = client.issue(UserAuth.from_credential(cred), include_catalog=False)
+    except TokenRequestError as exc:  # its message is scrubbed of the password
+        raise RuntimeError(f"user {cred['username']}: {exc}") from None
+    return result.user_id, result.project_id
