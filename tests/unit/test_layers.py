@@ -245,6 +245,50 @@ def test_the_writer_check_sees_a_write(tmp_path):
     assert writes_of(sample) == ["write_text() line 2", "open(.., 'w') line 3"]
 
 
+# -- one way to speak to Keystone's token API ---------------------------------------
+IDENTITY_METHODS = {"password", "token", "application_credential", "totp"}
+
+
+def token_api_uses(path: Path) -> list[str]:
+    """A token request's identity built, or a URL joined to /auth/tokens, in PATH."""
+    found = []
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.Dict):
+            keys = {k.value for k in node.keys if isinstance(k, ast.Constant)}
+            if "methods" in keys and keys & IDENTITY_METHODS:
+                found.append(f"a token request's identity, line {node.lineno}")
+        elif isinstance(node, (ast.BinOp, ast.JoinedStr)):
+            parts = [node.right] if isinstance(node, ast.BinOp) else node.values
+            if any(isinstance(p, ast.Constant) and "/auth/tokens" in str(p.value) for p in parts):
+                found.append(f"a URL to /auth/tokens, line {node.lineno}")
+    return found
+
+
+@pytest.mark.parametrize(
+    "path",
+    [p for p in sorted(PACKAGE.rglob("*.py")) if p.relative_to(PACKAGE).parts[0] != "clients"],
+    ids=lambda p: str(p.relative_to(PACKAGE)),
+)
+def test_only_the_client_layer_speaks_to_the_token_api(path):
+    """Bodies come from clients/auth.py; requests go through TokenClient or clients/check.py."""
+    assert token_api_uses(path) == [], f"{path.relative_to(PACKAGE)}: use clients/"
+
+
+def test_the_token_api_check_sees_a_body_and_a_url(tmp_path):
+    sample = tmp_path / "sample.py"
+    sample.write_text(
+        'body = {"methods": ["token"], "token": {"id": t}}\n'
+        'post(url + "/auth/tokens", json=body)\n'
+        'get(f"{url}/auth/tokens?nocatalog")\n'
+        'reply = {"methods": ["password"], "user": {}, "expires_at": x}\n'
+    )
+    assert token_api_uses(sample) == [
+        "a token request's identity, line 1",
+        "a URL to /auth/tokens, line 2",
+        "a URL to /auth/tokens, line 3",
+    ]
+
+
 # -- no circles -----------------------------------------------------------------
 def module_of(name: str) -> str | None:
     """The package module NAME names (a function imported from it names its module)."""
