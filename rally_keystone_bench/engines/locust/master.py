@@ -1,8 +1,8 @@
 """The Locust master: prepares Keystone, hands out the plan, collects the samples.
 
 Users and projects are made with the admin client (OS_* variables) before
-the load and deleted after it, on every path; the files the master writes
-are ``master_files``'.
+the load and deleted after it, on every path. What the master writes at the
+end is master_files.py's.
 """
 
 from __future__ import annotations
