@@ -17,7 +17,7 @@ from concurrent import futures
 from typing import Any
 
 from rally_keystone_bench.clients import session as client_session
-from rally_keystone_bench.clients.auth import UserAuth, auth_request_body
+from rally_keystone_bench.clients.auth import UserAuth
 from rally_keystone_bench.clients.retry import (
     KeystoneAdminError,
     RetryPolicy,
@@ -27,7 +27,7 @@ from rally_keystone_bench.clients.retry import (
     is_transient_status,
 )
 from rally_keystone_bench.clients.session import identity_v3_url
-from rally_keystone_bench.clients.tokens import scrub
+from rally_keystone_bench.clients.tokens import TokenClient, TokenRequestError, scrub
 
 DEFAULT_WORKERS = 20  # rally-openstack's users_context_resource_management_workers
 # Seconds before an admin request is given up and retried. Every admin call
@@ -58,6 +58,32 @@ class AdminClient:
         self.timeout = timeout
         self._secrets = [credential.get("password") or ""]
         self.session = session or client_session.admin_session(credential, pool_size)
+        self._tokens: TokenClient | None = None
+
+    def tokens(self) -> TokenClient:
+        """A TokenClient on this session: the admin's calls to /v3/auth/tokens go through it."""
+        if self._tokens is None:
+            self._tokens = TokenClient(self.base_url, session=self.session, timeout=self.timeout)
+        return self._tokens
+
+    def token_call(self, what: str, job: Callable[[TokenClient], Any]) -> Any:
+        """JOB(the token client), retried like every admin request.
+
+        A refused connection or a transient status is retried; any other
+        refusal is a KeystoneAdminError naming WHAT.
+        """
+
+        def attempt() -> Any:
+            try:
+                return job(self.tokens())
+            except TokenRequestError as exc:
+                if exc.status == 0:
+                    raise TransientError("connection", 0, exc.message) from None
+                if is_transient_status(exc.status):
+                    raise TransientError(f"HTTP {exc.status}", exc.status, exc.message) from None
+                raise KeystoneAdminError(what, exc.status, exc.message) from None
+
+        return call(attempt, what, self.stats, self.policy)
 
     # -- one request, retried --------------------------------------------------
     def request(
@@ -308,16 +334,17 @@ class AdminClient:
     def authenticates(self, user_id: str, password: str, project_id: str) -> bool:
         """True when the user gets a project-scoped token with this password."""
         auth = UserAuth(user_id=user_id, password=password, project_id=project_id)
-        body = auth_request_body(auth)
-        status, _ = self.request(
-            "POST",
-            "/auth/tokens?nocatalog=1",
-            f"authenticate user {user_id}",
-            json=body,
-            ok=(201, 401, 403),
-            authenticated=False,
-        )
-        return status == 201
+
+        def issue(tokens: TokenClient) -> bool:
+            try:
+                tokens.issue(auth, include_catalog=False)
+            except TokenRequestError as exc:
+                if exc.status in (401, 403, 404):
+                    return False
+                raise
+            return True
+
+        return self.token_call(f"authenticate user {user_id}", issue)
 
 
 def _auth_failures(ks_exc: Any) -> tuple[type[Exception], ...]:

@@ -1,8 +1,9 @@
 """The one builder of token request bodies: who authenticates, how, and for what scope.
 
-``TokenClient.issue``, the admin client's password check and a local
-Keystone's readiness probe all send the body :func:`auth_request_body`
-builds. Nothing here speaks HTTP.
+``TokenClient.issue``, the admin client's password check, the revocation
+context's rescoped token, the token paths (trust, password + TOTP) and the
+checks made before Rally starts (a local Keystone's readiness, a cloud's
+preflight) all send bodies built here. Nothing here speaks HTTP.
 """
 
 from __future__ import annotations
@@ -91,20 +92,41 @@ def scope_body(scope: str, auth: UserAuth) -> Any:
     raise ValueError(f"unknown scope {scope!r}; expected one of {', '.join(SCOPES)}")
 
 
+def user_body(auth: UserAuth) -> dict[str, Any]:
+    """The ``user`` of a token request: AUTH's user by id, else by name in its domain."""
+    if auth.user_id:
+        return {"id": auth.user_id}
+    domain = (
+        {"id": auth.user_domain_id}
+        if auth.user_domain_id
+        else {"name": auth.user_domain_name or "Default"}
+    )
+    return {"name": auth.username, "domain": domain}
+
+
+def password_user(auth: UserAuth) -> dict[str, Any]:
+    """The password method's ``user``: AUTH's user and its password."""
+    return {**user_body(auth), "password": auth.password}
+
+
+def password_totp_identity(auth: UserAuth, passcode: str) -> dict[str, Any]:
+    """Two methods in one request: the user's password and a TOTP passcode."""
+    return {
+        "methods": ["password", "totp"],
+        "password": {"user": password_user(auth)},
+        "totp": {"user": {**user_body(auth), "passcode": passcode}},
+    }
+
+
+def trust_scope(trust_id: str) -> dict[str, Any]:
+    """The scope of a trust-scoped token (the trustee authenticates, the trust scopes)."""
+    return {"OS-TRUST:trust": {"id": trust_id}}
+
+
 def identity_body(method: str, auth: UserAuth, token: str | None = None) -> dict:
     """The ``identity`` of a token request: METHOD's credentials from AUTH (or TOKEN)."""
     if method == "password":
-        if auth.user_id:
-            user: dict[str, Any] = {"id": auth.user_id}
-        else:
-            domain = (
-                {"id": auth.user_domain_id}
-                if auth.user_domain_id
-                else {"name": auth.user_domain_name or "Default"}
-            )
-            user = {"name": auth.username, "domain": domain}
-        user["password"] = auth.password
-        return {"methods": ["password"], "password": {"user": user}}
+        return {"methods": ["password"], "password": {"user": password_user(auth)}}
     if method == "token":
         if token is None:
             raise ValueError("method 'token' needs an existing token to rescope")
@@ -125,14 +147,19 @@ def identity_body(method: str, auth: UserAuth, token: str | None = None) -> dict
 
 
 def auth_request_body(
-    auth: UserAuth, method: str = "password", scope: str = "project", token: str | None = None
+    auth: UserAuth,
+    method: str = "password",
+    scope: str | None = "project",
+    token: str | None = None,
 ) -> dict[str, Any]:
     """The JSON body of POST /v3/auth/tokens.
 
-    An application credential carries its own project scope (Keystone
-    refuses another), so with it SCOPE is not sent.
+    SCOPE None sends no scope (Keystone then decides: a rescoped token's
+    default, a password's default project). An application credential
+    carries its own project scope (Keystone refuses another), so with it
+    SCOPE is not sent.
     """
     body: dict[str, Any] = {"identity": identity_body(method, auth, token)}
-    if method != "application_credential":
+    if scope is not None and method != "application_credential":
         body["scope"] = scope_body(scope, auth)
     return {"auth": body}

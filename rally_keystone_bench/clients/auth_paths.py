@@ -1,10 +1,10 @@
 """The token paths beyond one method: trust-scoped tokens and password + TOTP.
 
-Request bodies for POST /v3/auth/tokens, the TOTP code (RFC 6238, computed
-here), and the setup calls the contexts make through Keystone's API: enrol a
-TOTP credential, create and delete a trust; and for the paired gate, whose
-sides have only their admin, a trustee user and the admin's own TOTP
-credential. None of these is timed.
+The TOTP code (RFC 6238, computed here), and the setup calls the contexts
+make through Keystone's API: enrol a TOTP credential, create and delete a
+trust; and for the paired gate, whose sides have only their admin, a trustee
+user and the admin's own TOTP credential. None of these is timed. Their token
+request bodies come from ``clients/auth.py``, the one builder.
 """
 
 from __future__ import annotations
@@ -45,38 +45,6 @@ def totp_code(
     return str(value % 10**digits).zfill(digits)
 
 
-def _user(auth: UserAuth) -> dict[str, Any]:
-    if auth.user_id:
-        return {"id": auth.user_id}
-    domain = (
-        {"id": auth.user_domain_id}
-        if auth.user_domain_id
-        else {"name": auth.user_domain_name or "Default"}
-    )
-    return {"name": auth.username, "domain": domain}
-
-
-def password_totp_identity(auth: UserAuth, passcode: str) -> dict[str, Any]:
-    """Two methods in one request: the user's password and a TOTP passcode."""
-    return {
-        "methods": ["password", "totp"],
-        "password": {"user": {**_user(auth), "password": auth.password}},
-        "totp": {"user": {**_user(auth), "passcode": passcode}},
-    }
-
-
-def password_identity(auth: UserAuth) -> dict[str, Any]:
-    return {
-        "methods": ["password"],
-        "password": {"user": {**_user(auth), "password": auth.password}},
-    }
-
-
-def trust_scope(trust_id: str) -> dict[str, Any]:
-    """The scope of a trust-scoped token (the trustee authenticates, the trust scopes)."""
-    return {"OS-TRUST:trust": {"id": trust_id}}
-
-
 def enrol_totp(admin: Any, user_id: str) -> tuple[str, str]:
     """Create a TOTP credential for USER_ID through the admin API: (credential id, secret)."""
     secret = totp_secret()
@@ -100,7 +68,7 @@ def create_trust(client: TokenClient, trustor: UserAuth, trustee_id: str) -> str
     """
     issued = client.issue(trustor, "password", "project", include_catalog=False)
     assert issued.token is not None
-    token = _token_data(client, issued.token.value)
+    token = client.read(issued.token)
     body = {
         "trust": {
             "trustor_user_id": issued.user_id,
@@ -124,20 +92,6 @@ def delete_trust(client: TokenClient, trustor: UserAuth, trust_id: str) -> bool:
     return resp.status_code in (204, 404)
 
 
-def _token_data(client: TokenClient, token: str) -> dict[str, Any]:
-    resp = client.session.request(
-        client.tokens_url + "?nocatalog",
-        "GET",
-        headers={"X-Auth-Token": token, "X-Subject-Token": token, "Accept": "application/json"},
-        authenticated=False,
-        raise_exc=False,
-        log=False,
-    )
-    if resp.status_code != 200:
-        raise TokenRequestError("read token", resp.status_code, resp.reason or "")
-    return resp.json()["token"]
-
-
 def _request(client: TokenClient, method: str, path: str, token: str, body: Any = None) -> Any:
     kwargs: dict[str, Any] = {
         "headers": {"X-Auth-Token": token, "Accept": "application/json"},
@@ -158,7 +112,7 @@ def create_trustee(client: TokenClient, admin: UserAuth) -> UserAuth:
     """
     issued = client.issue(admin, "password", "project", include_catalog=False)
     assert issued.token is not None
-    domain_id = _token_data(client, issued.token.value)["user"]["domain"]["id"]
+    domain_id = client.read(issued.token)["user"]["domain"]["id"]
     password = secrets.token_urlsafe(24)
     name = "rally-keystone-bench-trustee-" + secrets.token_hex(4)
     body = {"user": {"name": name, "password": password, "domain_id": domain_id}}

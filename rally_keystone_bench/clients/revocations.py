@@ -13,15 +13,11 @@ and older releases lack it.)
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Callable
 
 from rally_keystone_bench.clients.admin import AdminClient
-from rally_keystone_bench.clients.retry import (
-    KeystoneAdminError,
-    TransientError,
-    call,
-    is_transient_status,
-)
+from rally_keystone_bench.clients.auth import UserAuth
+from rally_keystone_bench.clients.tokens import TokenClient, TokenRequestError
 
 
 def count_events(admin: AdminClient) -> int:
@@ -32,54 +28,28 @@ def count_events(admin: AdminClient) -> int:
 
 def revoke_one(admin: AdminClient) -> None:
     """Issue a token from the admin's token, then revoke it: one revocation event."""
-    token = _issue_from_admin_token(admin)
-    _revoke(admin, token)
+    token = admin.token_call("issue a token to revoke", _issue_from_admin_token(admin))
+    admin.token_call(f"revoke token {token[:8]}", _revoke(admin, token))
 
 
-def _request(admin: AdminClient, method: str, headers: dict, json: Any = None) -> Any:
-    from keystoneauth1 import exceptions as ks_exc
-
-    kwargs: dict[str, Any] = {
-        "raise_exc": False,
-        "connect_retries": 0,
-        "log": False,
-        "timeout": admin.timeout,
-        "headers": headers,
-    }
-    if json is not None:
-        kwargs["json"] = json
-    try:
-        return admin.session.request(admin.base_url + "/auth/tokens", method, **kwargs)
-    except (ks_exc.ConnectionError, ks_exc.RetriableConnectionFailure) as exc:
-        raise TransientError("connection", 0, type(exc).__name__) from None
-
-
-def _issue_from_admin_token(admin: AdminClient) -> str:
-    what = "issue a token to revoke"
-
-    def attempt() -> str:
+def _issue_from_admin_token(admin: AdminClient) -> Callable[[TokenClient], str]:
+    def issue(tokens: TokenClient) -> str:
         own = admin.session.get_token()
-        body = {"auth": {"identity": {"methods": ["token"], "token": {"id": own}}}}
-        resp = _request(admin, "POST", {}, json=body)
-        if resp.status_code == 201:
-            return resp.headers["X-Subject-Token"]
-        if is_transient_status(resp.status_code):
-            raise TransientError(f"HTTP {resp.status_code}", resp.status_code, "")
-        raise KeystoneAdminError(what, resp.status_code, "token method refused")
+        # the token method, no scope: no password hashing on Keystone's side
+        issued = tokens.issue(UserAuth(), "token", None, include_catalog=False, token=own)
+        assert issued.token is not None
+        return issued.token.value
 
-    return call(attempt, what, admin.stats, admin.policy)
+    return issue
 
 
-def _revoke(admin: AdminClient, token: str) -> None:
-    what = f"revoke token {token[:8]}"
+def _revoke(admin: AdminClient, token: str) -> Callable[[TokenClient], None]:
+    def revoke(tokens: TokenClient) -> None:
+        tokens.use_auth_token(admin.session.get_token())
+        try:
+            tokens.revoke(token)
+        except TokenRequestError as exc:
+            if exc.status != 404:  # 404 on a retry: the first attempt did revoke it
+                raise
 
-    def attempt() -> None:
-        resp = _request(admin, "DELETE", {"X-Subject-Token": token})
-        # 404 on a retry: the first attempt did revoke it
-        if resp.status_code in (204, 404):
-            return
-        if is_transient_status(resp.status_code):
-            raise TransientError(f"HTTP {resp.status_code}", resp.status_code, "")
-        raise KeystoneAdminError(what, resp.status_code, "revocation refused")
-
-    call(attempt, what, admin.stats, admin.policy)
+    return revoke

@@ -101,6 +101,7 @@ class TokenResult:
     methods: tuple[str, ...] = ()  # the token's authentication methods
     scope: str | None = None  # project | domain | system | unscoped
     user_id: str | None = None  # the token's user
+    project_id: str | None = None  # the token's project, when project-scoped
     token: Token | None = field(default=None, repr=False, compare=False)
 
     @property
@@ -296,6 +297,18 @@ class TokenClient:
         """Revoke a token: DELETE /v3/auth/tokens."""
         resp, elapsed = self._send("revoke", "DELETE", self._subject(token), {}, None, (), timer)
         return _result("revoke", resp.status_code, elapsed, {}, None, token)
+
+    def read(self, token: Token | str) -> dict[str, Any]:
+        """TOKEN's own body (user, project, roles), asked with TOKEN itself: setup, never timed.
+
+        GET /v3/auth/tokens?nocatalog=1 with TOKEN as both X-Auth-Token and
+        X-Subject-Token; TokenRequestError("read", ...) when Keystone refuses.
+        """
+        value = _token_value(token)
+        self._remember(value)
+        headers = {"X-Auth-Token": value, "X-Subject-Token": value}
+        resp, _ = self._send("read", "GET", headers, {"nocatalog": "1"}, None, (), None)
+        return _json(resp).get("token", {})
 
     def create_application_credential(self, auth: UserAuth, lifetime_s: float) -> UserAuth:
         """A new application credential of AUTH's user that expires after LIFETIME_S seconds.
@@ -511,5 +524,6 @@ def _result(
         methods=tuple(data.get("methods") or ()),
         scope=_scope_of(data) if data else None,
         user_id=(data.get("user") or {}).get("id"),
+        project_id=(data.get("project") or {}).get("id"),
         token=token,
     )

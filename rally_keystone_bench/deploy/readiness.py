@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-import json
 import urllib.error
 import urllib.request
 
-from rally_keystone_bench.clients.auth import UserAuth, auth_request_body
+from rally_keystone_bench.clients import check
+from rally_keystone_bench.clients.auth import UserAuth
 from rally_keystone_bench.deploy import balancer as balancing
 from rally_keystone_bench.deploy.bootstrap import ADMIN_PROJECT, ADMIN_USER
 
@@ -23,19 +23,9 @@ def answers(url: str) -> bool:
 def admin_token_status(auth_url: str, password: str) -> int | None:
     """The status of the admin's token request (201 when Keystone is ready); None: no answer."""
     auth = UserAuth(username=ADMIN_USER, password=password, project_name=ADMIN_PROJECT)
-    body = json.dumps(auth_request_body(auth)).encode()
-    req = urllib.request.Request(
-        auth_url + "/auth/tokens?nocatalog",
-        data=body,
-        headers={"Content-Type": "application/json"},
-        method="POST",
-    )
     try:
-        with urllib.request.urlopen(req, timeout=30) as resp:
-            return resp.status
-    except urllib.error.HTTPError as exc:
-        return exc.code
-    except (OSError, urllib.error.URLError):
+        return check.token_status(auth_url, auth, include_catalog=False)
+    except (OSError, ValueError):
         return None
 
 

@@ -53,11 +53,6 @@ def seed(ks: LocalKeystone, plan: SeedPlan) -> dict[str, Any]:
     return _run(ks, "seed", json.dumps(given))
 
 
-def table_counts(ks: LocalKeystone) -> dict[str, int]:
-    """Rows per table the seeding touches, as KS's database holds them now."""
-    return dict(_run(ks, "count")["counts"])
-
-
 def seed_all(keystones: Mapping[str, LocalKeystone], plan: SeedPlan) -> tuple[dict, float]:
     """Seed every deployment at once; (name -> report, wall seconds)."""
     started = time.monotonic()

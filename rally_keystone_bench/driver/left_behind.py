@@ -16,8 +16,9 @@ import shlex
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 
-from rally_keystone_bench.driver import task as rally_task
-from rally_keystone_bench.driver.task import TaskOutcome, TaskRun
+from rally_keystone_bench.driver import task_reports
+from rally_keystone_bench.driver.outcome import TaskOutcome
+from rally_keystone_bench.driver.task import TaskRun
 from rally_keystone_bench.plugins.contexts import leftovers
 
 
@@ -82,7 +83,7 @@ def outcome_of(run: TaskRun, twice: bool = False) -> TaskOutcome:
     TWICE: a second signal stopped Rally (``Interrupted.twice``).
     """
     outcome = TaskOutcome(run.task_file, None, -1, interrupted_by=run.interrupted_by)
-    rally_task.describe_run(outcome, run, run.log_path)
+    task_reports.describe_run(outcome, run, run.log_path)
     outcome.cleanup_cut_short = twice
     return outcome
 

@@ -15,6 +15,8 @@ from collections.abc import Mapping
 from typing import Any
 
 from rally_keystone_bench.boundary import mask_urls
+from rally_keystone_bench.clients import check
+from rally_keystone_bench.clients.auth import UserAuth
 from rally_keystone_bench.errors import BenchError
 
 TIMEOUT = 10.0
@@ -31,18 +33,16 @@ def _context(platform: Mapping[str, Any]) -> ssl.SSLContext | None:
     return None
 
 
-def _auth_body(admin: Mapping[str, Any]) -> dict:
-    user = {
-        "name": admin.get("username"),
-        "password": admin.get("password"),
-        "domain": {"name": admin.get("user_domain_name") or "Default"},
-    }
-    scope: dict[str, Any] = {}
-    project = admin.get("project_name") or admin.get("tenant_name")
-    if project:
-        domain = admin.get("project_domain_name") or "Default"
-        scope = {"scope": {"project": {"name": project, "domain": {"name": domain}}}}
-    return {"auth": {"identity": {"methods": ["password"], "password": {"user": user}}, **scope}}
+def _admin_auth(admin: Mapping[str, Any]) -> tuple[UserAuth, str | None]:
+    """The admin of a Rally env spec, by name in its domain; its project scope, if any."""
+    auth = UserAuth(
+        username=admin.get("username"),
+        password=admin.get("password"),
+        user_domain_name=admin.get("user_domain_name") or "Default",
+        project_name=admin.get("project_name") or admin.get("tenant_name"),
+        project_domain_name=admin.get("project_domain_name") or "Default",
+    )
+    return auth, "project" if auth.project_name else None
 
 
 def check_keystone(platform: Mapping[str, Any]) -> None:
@@ -66,18 +66,8 @@ def check_keystone(platform: Mapping[str, Any]) -> None:
     if kind != "application/json" or not _is_json(body):
         raise BenchError(f"auth URL {shown} is not a Keystone: got {kind}, not JSON")
     admin = platform.get("admin") or {}
-    tokens = url + "/auth/tokens" if url.endswith("/v3") else url + "/v3/auth/tokens"
-    req = urllib.request.Request(
-        tokens,
-        data=json.dumps(_auth_body(admin)).encode(),
-        headers={"Content-Type": "application/json", "Accept": "application/json"},
-        method="POST",
-    )
     try:
-        with urllib.request.urlopen(req, timeout=TIMEOUT, context=ctx) as resp:
-            status = resp.status
-    except urllib.error.HTTPError as exc:
-        status = exc.code
+        status = check.token_status(url, *_admin_auth(admin), timeout=TIMEOUT, context=ctx)
     except (OSError, ValueError) as exc:
         reason = getattr(exc, "reason", exc)
         raise BenchError(f"admin authentication at {shown}: {reason}") from None

@@ -171,6 +171,20 @@ class RallyHome:
             raise BenchError(f"rally env check failed for env {env}: {last_line(proc)}")
 
 
+def task_report(
+    home: RallyHome | None, uuid: str, out: str | Path, *, html: bool = False
+) -> subprocess.CompletedProcess:
+    """``rally task report`` of task UUID into OUT: Rally's JSON, or with HTML its static page.
+
+    The one place that runs it: in HOME (a Rally home of ours), else with the
+    rally command's own configuration. The caller reads the exit code.
+    """
+    args = ("task", "report", uuid, "--html-static" if html else "--json", "--out", str(out))
+    if home is not None:
+        return home.rally(*args, check=False)
+    return subprocess.run([rally_executable(), *args], capture_output=True, text=True)
+
+
 def last_line(proc: subprocess.CompletedProcess) -> str:
     """The last meaningful line Rally printed, for a one-line error."""
     text = (proc.stderr or "") + "\n" + (proc.stdout or "")

@@ -7,10 +7,10 @@ asking Rally for one is the driver's job.
 from __future__ import annotations
 
 import os
-import subprocess
 import tempfile
 
-from rally_keystone_bench.driver.rally import RallyHome, last_line, rally_executable
+from rally_keystone_bench.driver import rally
+from rally_keystone_bench.driver.rally import RallyHome, last_line
 from rally_keystone_bench.errors import BenchError
 from rally_keystone_bench.verdicts import results
 
@@ -30,16 +30,9 @@ def load_task(task_uuid: str, rally_home: str | None = None) -> list[results.Wor
         )
     with tempfile.TemporaryDirectory(prefix="kb-report-") as tmp:
         out = os.path.join(tmp, "report.json")
-        if home:
-            RallyHome(home).rally("task", "report", task_uuid, "--json", "--out", out)
-        else:
-            proc = subprocess.run(
-                [rally_executable(), "task", "report", task_uuid, "--json", "--out", out],
-                capture_output=True,
-                text=True,
-            )
-            if proc.returncode != 0:
-                raise BenchError(f"rally task report {task_uuid} failed: {last_line(proc)}")
+        proc = rally.task_report(RallyHome(home) if home else None, task_uuid, out)
+        if proc.returncode != 0:
+            raise BenchError(f"rally task report {task_uuid} failed: {last_line(proc)}")
         workloads = results.load(out)
     for wl in workloads:
         wl.source = task_uuid

@@ -1,6 +1,8 @@
-"""The one ``rally task start`` driver: a task's log, its uuid, its counts, its reports.
+"""The one ``rally task start`` driver: a task's log, its uuid, its counts.
 
-Every verb that runs Rally (run, capacity, matrix, gate) starts tasks here:
+Every verb that runs Rally (run, capacity, matrix, gate) starts tasks here
+(``driver/task_reports.py`` adds a task's reports; ``driver/interrupts.py``
+its signals; ``driver/workspace.py`` where its files go):
 
     run = start_task(home, env, task_file, task_args, log_path, watch=watcher)
 
@@ -9,13 +11,16 @@ uuid and iteration counts (Rally's ITER lines, or the ``pooled_rps`` runner's
 own counts), then goes to WATCH(run, line), which may stop the task
 (``run.stop(why)``, as ``rally task abort`` would). Without a watcher,
 progress lines go to stderr every few seconds.
+
+``sigterm_as_interrupt``, ``TaskOutcome`` and ``new_run_dirs`` (moved to
+their own modules) are still imported from here by driver/probers.py,
+verbs/capacity.py and verbs/load.py, until those import them from their homes.
 """
 
 from __future__ import annotations
 
 import contextlib
 import dataclasses
-import datetime
 import json
 import os
 import re
@@ -23,15 +28,18 @@ import signal
 import subprocess
 import sys
 import threading
-import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from rally_keystone_bench import shipped
 from rally_keystone_bench.boundary import mask_urls
-from rally_keystone_bench.driver import machine as machine_record
-from rally_keystone_bench.driver import workload_progress
+from rally_keystone_bench.driver import interrupts, workload_progress
+from rally_keystone_bench.driver.interrupts import (
+    ABORT_WAIT_S,
+    KILL_GRACE_S,
+    sigterm_as_interrupt,  # noqa: F401
+)
+from rally_keystone_bench.driver.outcome import TaskOutcome  # noqa: F401
 from rally_keystone_bench.driver.rally import (
     PRIVATE_UMASK,
     UUID_RE,
@@ -39,12 +47,10 @@ from rally_keystone_bench.driver.rally import (
     last_line,
     rally_executable,
 )
+from rally_keystone_bench.driver.workspace import new_run_dirs  # noqa: F401
 from rally_keystone_bench.errors import BenchError, Interrupted
 from rally_keystone_bench.plugins.runners.progress import Totals, parse_progress
-from rally_keystone_bench.report.render import write_summary
-from rally_keystone_bench.verdicts import results
 
-RUNS_DIR = ".keystone-bench/runs"  # each run's Keystone, Rally home and logs, below the cwd
 ENV_NAME = "keystone-bench"  # the Rally env every verb creates in its own Rally home
 TASK_UUID_RE = re.compile(r"Task\s+(" + UUID_RE.pattern + ")")
 ITER_RE = re.compile(r"ITER: \d+ (START|END: (\S+))")
@@ -54,135 +60,6 @@ PROGRESS_EVERY_S = 5.0
 def progress(message: str) -> None:
     """A progress line on stderr, as every verb writes them."""
     print(f"keystone-bench: {mask_urls(message)}", file=sys.stderr, flush=True)
-
-
-def utc_stamp() -> str:
-    return datetime.datetime.now(datetime.timezone.utc).strftime("%Y%m%dT%H%M%SZ")
-
-
-def new_run_dirs(reports_dir: str | Path, runs_dir: str | Path = RUNS_DIR) -> tuple[Path, Path]:
-    """Fresh ``REPORTS_DIR/<stamp>`` (absolute) and ``RUNS_DIR/<stamp>`` (0700) directories.
-
-    Two runs started in the same second never share one: the second gets
-    ``<stamp>-2``. Remove them with :func:`remove_if_empty` when nothing ran.
-    """
-    base = utc_stamp()
-    reports, runs = Path(reports_dir), Path(runs_dir)
-    private_dirs(runs)
-    reports.mkdir(parents=True, exist_ok=True)
-    for n in range(1, 1000):
-        stamp = base if n == 1 else f"{base}-{n}"
-        try:
-            (runs / stamp).mkdir(mode=0o700)
-        except FileExistsError:
-            continue
-        try:
-            (reports / stamp).mkdir()
-        except FileExistsError:
-            (runs / stamp).rmdir()
-            continue
-        # Absolute: the rally CLI runs with its home as working directory.
-        return (reports / stamp).resolve(), runs / stamp
-    raise BenchError(f"no free run directory for {base} under {runs} and {reports}")
-
-
-def private_dirs(path: Path) -> None:
-    """Make PATH and the parents it needs, each new one 0700 (mkdir -p -m 0700)."""
-    missing = [p for p in [path, *path.parents] if not p.exists()]
-    for p in reversed(missing):
-        p.mkdir(mode=0o700, exist_ok=True)
-
-
-def remove_if_empty(*dirs: Path) -> None:
-    """Remove each directory that nothing was written to."""
-    for d in dirs:
-        with contextlib.suppress(OSError):
-            d.rmdir()
-
-
-def run_dir(name: str) -> Path:
-    """A fresh directory below RUNS_DIR for one run's Keystone, Rally home and logs."""
-    path = Path(RUNS_DIR) / name
-    private_dirs(path)
-    return path
-
-
-def task_file(name: str) -> Path:
-    """A task file as a path (else the one shipped in the package); BenchError when neither."""
-    path = shipped.resolve(name, "tasks")
-    if not path.is_file():
-        raise BenchError(f"task file {path} does not exist")
-    return path
-
-
-def parse_task_args(text: str | None) -> dict[str, Any]:
-    """--task-args as a JSON object."""
-    if not text:
-        return {}
-    try:
-        value = json.loads(text)
-    except ValueError as exc:
-        raise BenchError(f"--task-args is not valid JSON: {exc}") from None
-    if not isinstance(value, dict):
-        raise BenchError("--task-args must be a JSON object, like '{\"times\": 10}'")
-    return value
-
-
-ABORT_WAIT_S = 120.0  # after a signal: Rally's runner stops, then its contexts clean up
-KILL_GRACE_S = 10.0  # then SIGINT to Rally, and SIGKILL this long after
-
-# The task running now (start_task registers it) and the signals received.
-_running: list[TaskRun] = []
-_signals: list[int] = []
-_mode = {"later_noted": False}  # sigterm_as_interrupt(later_noted=True): see there
-
-
-def _on_signal(signum: int, frame: Any) -> None:
-    """SIGINT and SIGTERM alike: the first stops the running task and keeps its results.
-
-    With a task running, Rally is told to abort (``rally task abort``) and its
-    output is read to the end while its contexts clean up (bounded by
-    ABORT_WAIT_S); start_task then raises Interrupted, and the reports of
-    what ran are written before the Keystone stops. Without one, or at a
-    second signal, Interrupted is raised at once (the Keystone still stops).
-    """
-    _signals.append(signum)
-    run = _running[-1] if _running else None
-    if run is not None and len(_signals) == 1:
-        # The handler runs between two bytecodes of the main thread, which
-        # may be inside a write to the log or to stderr: a write from here
-        # would be reentrant. The stopping (and its messages) is a thread's.
-        run.interrupted_by = signum
-        threading.Thread(target=run.interrupt, args=(signum,), daemon=True).start()
-        return
-    if len(_signals) > 1 and _mode["later_noted"]:
-        # os.write: no buffered stream, which the main thread may be writing to.
-        name = signal.Signals(signum).name
-        note = f"keystone-bench: {name} again: still writing what was gathered, which is kept\n"
-        with contextlib.suppress(OSError):
-            os.write(2, note.encode())
-        return
-    raise Interrupted(signum)
-
-
-@contextlib.contextmanager
-def sigterm_as_interrupt(later_noted: bool = False) -> Iterator[None]:
-    """SIGINT and SIGTERM stop the load, keep what was measured and clean up (see _on_signal).
-
-    With LATER_NOTED, a signal after the first is only noted on stderr: what
-    the first one set going (collecting and writing the results gathered)
-    runs to its end, bounded by its own timeouts, and the exit code is the
-    first signal's.
-    """
-    previous = {s: signal.signal(s, _on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
-    _signals.clear()
-    _mode["later_noted"] = later_noted
-    try:
-        yield
-    finally:
-        _mode["later_noted"] = False
-        for s, handler in previous.items():
-            signal.signal(s, handler)
 
 
 def validate_task(home: RallyHome, env: str, task_file: Path, task_args: dict[str, Any]) -> None:
@@ -399,7 +276,7 @@ def start_task(
             start_new_session=True,
             umask=PRIVATE_UMASK,
         )
-        _running.append(run)
+        interrupts.running.append(run)
         try:
             assert proc.stdout is not None
             for line in proc.stdout:
@@ -422,7 +299,7 @@ def start_task(
             stop.twice = True  # type: ignore[attr-defined]  # Rally's cleanup was cut short
             raise stop from None
         finally:
-            _running.remove(run)
+            interrupts.running.remove(run)
             with run._log_lock:
                 run._log = None
             if proc.poll() is None:
@@ -435,157 +312,3 @@ def start_task(
         stop.run = run  # type: ignore[attr-defined]
         raise stop
     return run
-
-
-# -- a task and its reports ------------------------------------------------------
-@dataclasses.dataclass
-class TaskOutcome:
-    task_file: Path
-    uuid: str | None
-    rally_exit: int
-    json_report: Path | None = None
-    html_report: Path | None = None
-    summary: Path | None = None
-    workloads: list = dataclasses.field(default_factory=list)
-    interrupted_by: int | None = None  # the signal that stopped the task, if one did
-    cleanup_cut_short: bool = False  # a second signal stopped Rally before its cleanup ended
-    workload_uuids: list = dataclasses.field(default_factory=list)  # names of what it created
-    contexts_failed: bool = False  # a context's cleanup said something was left behind
-    counters: list = dataclasses.field(default_factory=list)  # per workload: Keystone's costs
-    checked_out: int | None = None  # Keystone's DB connections checked out after the load
-    sampler: Any = None  # procstat.Sampler of the task (driver/machine.py)
-    machine: Any = None  # verdicts.machine.MachineState of its load windows
-
-    @property
-    def interrupted(self) -> str | None:
-        """``interrupted by SIGTERM`` when a signal stopped the task."""
-        if self.interrupted_by is None:
-            return None
-        return f"interrupted by {signal.Signals(self.interrupted_by).name}"
-
-    @property
-    def no_verdict(self) -> str | None:
-        """Why the task gets no SLA verdict: a signal stopped it, or Rally was killed."""
-        if self.interrupted:
-            return self.interrupted
-        if self.uuid is not None and self.rally_exit < 0:
-            return f"rally task start exited {self.rally_exit}"
-        return None
-
-    @property
-    def may_have_left(self) -> bool:
-        """Whether the task's contexts may have left what they created.
-
-        A second signal cut Rally's cleanup short, Rally was killed (a
-        negative exit code: no cleanup ran), or a context's cleanup said so.
-        """
-        if not self.workload_uuids:
-            return False  # no workload started: no context created anything
-        return self.cleanup_cut_short or self.rally_exit < 0 or self.contexts_failed
-
-    @property
-    def sla_passed(self) -> bool:
-        """Never for an interrupted or killed task: Rally judged only what ran before."""
-        return (
-            self.no_verdict is None
-            and bool(self.workloads)
-            and all(wl.pass_sla for wl in self.workloads)
-        )
-
-
-def json_report(home: RallyHome, uuid: str, path: Path) -> bool:
-    """Rally's JSON report of task UUID at PATH; False when Rally could not write it."""
-    proc = home.rally("task", "report", uuid, "--json", "--out", str(path), check=False)
-    return proc.returncode == 0
-
-
-def write_reports(home: RallyHome, outcome: TaskOutcome, out_dir: Path) -> None:
-    """Rally's JSON and static HTML reports, then our summary, for one task."""
-    if outcome.uuid is None:
-        return
-    started = time.monotonic()
-    progress(f"{outcome.task_file.name}: writing reports (Rally's JSON and HTML, our summary)")
-    # Rally runs in its own home directory: a relative path would land there.
-    out_dir = out_dir.resolve()
-    stem = outcome.task_file.stem
-    json_path, html_path = out_dir / f"{stem}.json", out_dir / f"{stem}.html"
-
-    def html_report() -> None:
-        args = ("task", "report", outcome.uuid, "--html-static", "--out", str(html_path))
-        if home.rally(*args, check=False).returncode == 0:
-            outcome.html_report = html_path
-
-    # Both at once: each rally process takes seconds to start on a busy machine.
-    html = threading.Thread(target=html_report)
-    html.start()
-    if json_report(home, outcome.uuid, json_path):
-        outcome.json_report = json_path
-    html.join()
-    if outcome.json_report is not None:
-        outcome.workloads = results.load(json_path)
-        if outcome.workloads:
-            label = f"{stem} ({outcome.interrupted}: what ran)" if outcome.interrupted else stem
-            outcome.machine = machine_record.state_of(outcome.sampler, outcome.workloads)
-            outcome.summary = write_summary(
-                outcome.workloads, out_dir / f"{stem}-summary", label, machine=outcome.machine
-            )
-    progress(f"{outcome.task_file.name}: reports written in {time.monotonic() - started:.1f} s")
-
-
-def run_task(
-    home: RallyHome,
-    env: str,
-    task_file: Path,
-    task_args: dict[str, Any],
-    out_dir: Path,
-    trees: dict[str, list[int]] | None = None,
-    interval: float = 1.0,
-) -> TaskOutcome:
-    """Start TASK_FILE and write its reports into OUT_DIR, even when it fails half-way.
-
-    /proc is sampled every INTERVAL seconds meanwhile (TREES: name -> root
-    pids of the processes to tell apart): the machine's record of the run.
-    """
-    out_dir.mkdir(parents=True, exist_ok=True)
-    outcome = TaskOutcome(task_file, None, -1)
-    log_path = out_dir / f"{task_file.stem}.rally.log"
-    with machine_record.sampled(trees, interval) as outcome.sampler:
-        _run_and_report(home, env, task_file, task_args, out_dir, outcome, log_path)
-    return outcome
-
-
-def _run_and_report(
-    home: RallyHome,
-    env: str,
-    task_file: Path,
-    task_args: dict[str, Any],
-    out_dir: Path,
-    outcome: TaskOutcome,
-    log_path: Path,
-) -> None:
-    try:
-        run = start_task(home, env, task_file, task_args, log_path)
-        describe_run(outcome, run, log_path)
-    except Interrupted as exc:
-        # Reports of what ran are written (finally) before the Keystone stops.
-        run = getattr(exc, "run", None)
-        if run is not None:
-            describe_run(outcome, run, log_path)
-        outcome.interrupted_by = exc.signum
-        outcome.cleanup_cut_short = getattr(exc, "twice", False)
-        exc.outcome = outcome
-        raise
-    finally:
-        write_reports(home, outcome, out_dir)
-
-
-# What our contexts' cleanup says when it could not delete everything (_base.py).
-LEFT_BEHIND_RE = re.compile(r"cleanup: .* left behind")
-
-
-def describe_run(outcome: TaskOutcome, run: TaskRun, log_path: Path) -> None:
-    """OUTCOME's exit code, uuid, workloads and whether a context said it left something."""
-    outcome.rally_exit, outcome.uuid = run.rc, run.uuid
-    outcome.workload_uuids = run.workload_uuids()
-    with contextlib.suppress(OSError):
-        outcome.contexts_failed = bool(LEFT_BEHIND_RE.search(log_path.read_text(errors="replace")))

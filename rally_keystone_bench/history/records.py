@@ -1,8 +1,9 @@
 """What one run records: its context (Keystone, deployment, machine, tool) and a row per
-workload and action, read from the summary.json files the run already wrote.
+workload and action, from the summaries the verb hands over.
 
 Nothing is measured again: the percentiles, rates and success % are the
-summary's, the counters are the ones the summary kept.
+summary's, the counters are the ones the summary kept. The Keystone is a
+value the verb gives (deploy/identity.py says which one ran).
 """
 
 from __future__ import annotations
@@ -16,8 +17,6 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
-from rally_keystone_bench.deploy import gitref, venv
-from rally_keystone_bench.errors import BenchError
 from rally_keystone_bench.version import version as installed_version
 
 TOTAL = "total"
@@ -97,36 +96,6 @@ def _git(repo: Path, *args: str) -> str | None:
         ["git", "-C", str(repo), *args], capture_output=True, text=True, check=False
     )
     return proc.stdout.strip() if proc.returncode == 0 and proc.stdout.strip() else None
-
-
-def keystone_identity(spec: str) -> Keystone:
-    """SPEC as recorded: a checkout's (or git-commit: spec's) commit and ``git describe``."""
-    if gitref.is_spec(spec):
-        repo, sha = gitref.parse_spec(spec)
-    elif venv.is_local_checkout(spec) and Path(spec).is_dir():
-        repo, sha = Path(spec).resolve(), "HEAD"
-    else:
-        return Keystone(spec=spec, describe=installed_release(spec))
-    commit = _git(repo, "rev-parse", "--verify", "--quiet", f"{sha}^{{commit}}")
-    if commit is None:
-        return Keystone(spec=spec, repo=str(repo))
-    described = _git(repo, "describe", "--tags", "--always", commit)
-    return Keystone(spec=spec, commit=commit, describe=described, repo=str(repo))
-
-
-def deployment_line(describe: str, spec: str) -> str:
-    """A deployment line without the Keystone's name: the Keystone is recorded apart, and
-    a new commit of master must stay in the same series."""
-    return describe.removeprefix(gitref.label(spec) + " ")
-
-
-def installed_release(spec: str) -> str | None:
-    """``keystone X.Y.Z`` as installed for a release SPEC (``keystone`` is the newest)."""
-    env = venv.env_path(spec)
-    if not (env / "bin" / "python").is_file():
-        return None
-    version = venv.keystone_version(env)
-    return None if version == "unknown" else f"keystone {version}"
 
 
 def commits_between(
@@ -211,32 +180,9 @@ def _counter_figures(found: Mapping[str, Any] | None) -> dict[str, Any] | None:
     return {k: found[k] for k in keep if k in found}
 
 
-def task_name(summary: Path, out_dir: Path, verb: str) -> str:
-    """What a summary's workloads are named after: its folder below OUT_DIR, less -summary."""
-    rel = summary.parent.relative_to(out_dir) if summary.parent != out_dir else Path(verb)
-    return str(rel).removesuffix("-summary")
-
-
-def summaries_under(out_dir: Path) -> list[Path]:
-    """Every summary.json a verb wrote under OUT_DIR, in a stable order."""
-    return sorted(out_dir.rglob("summary.json")) if out_dir.is_dir() else []
-
-
-def load_summary(path: Path) -> dict[str, Any]:
-    try:
-        doc = json.loads(path.read_text())
-    except (OSError, ValueError) as exc:
-        raise BenchError(f"{path}: not a keystone-bench summary.json ({exc})") from None
-    if not isinstance(doc, dict) or "workloads" not in doc:
-        raise BenchError(f"{path}: not a keystone-bench summary.json (no workloads)")
-    return doc
-
-
-def rows_under(out_dir: Path, verb: str) -> list[ActionRow]:
-    rows: list[ActionRow] = []
-    for path in summaries_under(out_dir):
-        rows.extend(rows_from_summary(load_summary(path), task_name(path, out_dir, verb)))
-    return rows
+def rows_from_summaries(summaries: Iterable[tuple[str, Mapping[str, Any]]]) -> list[ActionRow]:
+    """The rows of (task name, summary) pairs, as a verb hands them over."""
+    return [row for task, summary in summaries for row in rows_from_summary(summary, task)]
 
 
 def build_record(

@@ -39,7 +39,15 @@ from rally_keystone_bench.deploy.deployment import Deployment
 from rally_keystone_bench.deploy.files import write_private
 from rally_keystone_bench.deploy.keystone import LocalKeystone
 from rally_keystone_bench.driver import evidence as keystone_evidence
-from rally_keystone_bench.driver import gate_passes, targets, task_files, task_subset
+from rally_keystone_bench.driver import (
+    gate_passes,
+    interrupts,
+    targets,
+    task_files,
+    task_reports,
+    task_subset,
+    workspace,
+)
 from rally_keystone_bench.driver import rally as rallyenv
 from rally_keystone_bench.driver import task as rally_task
 from rally_keystone_bench.errors import BenchError
@@ -270,7 +278,7 @@ def ldap_target(ks: LocalKeystone, stack: contextlib.ExitStack) -> Path:
 
 def measure(home: Any, env: str, task: Path, task_args: dict, dest: Path, trees: dict) -> TaskRun:
     """One ``rally task start``, /proc sampled beside it every SAMPLE_SECONDS (TREES: the sides)."""
-    outcome = rally_task.run_task(home, env, task, task_args, dest, trees, SAMPLE_SECONDS)
+    outcome = task_reports.run_task(home, env, task, task_args, dest, trees, SAMPLE_SECONDS)
     if not outcome.workloads:
         raise BenchError(
             f"rally task start exited {outcome.rally_exit} without results; see {dest}"
@@ -449,7 +457,7 @@ def checked_inputs(args: argparse.Namespace) -> tuple:
     """The door: settings, task, its arguments, the deployments, their commits, whether the
     default task; BenchError (exit 2) on any bad input, before anything is built or started."""
     settings = check_settings(args)
-    task_args = rally_task.parse_task_args(getattr(args, "task_args", None))
+    task_args = workspace.parse_task_args(getattr(args, "task_args", None))
     # Each side's credentials and the durations are given to the task by the gate.
     # The default task's cache-off pass reads its own pair's credentials too.
     sides = [*SIDES, *(gate_passes.cache_off_name(side) for side in SIDES)]
@@ -468,16 +476,16 @@ def main(args: argparse.Namespace) -> int:
     began = time.monotonic()
     # Every input is checked, and both environments built, before anything starts.
     settings, task, task_args, deps, commits, cloud = checked_inputs(args)
-    stamp = rally_task.utc_stamp()
+    stamp = workspace.utc_stamp()
     out_dir = (Path(args.reports_dir) / stamp).resolve()
     targets.build_envs(deps)  # a SPEC that does not install: no directory made yet
-    run_root = rally_task.run_dir(f"gate-{stamp}").resolve()
+    run_root = workspace.run_dir(f"gate-{stamp}").resolve()
     out_dir.mkdir(parents=True, exist_ok=True)
     keystone_evidence.prepare_tracing(deps, run_root, getattr(args, "trace", "on") == "on")
     evidence = keystone_evidence.Evidence()
 
     runs: list[TaskRun] = []
-    with rally_task.sigterm_as_interrupt(), contextlib.ExitStack() as stack:
+    with interrupts.sigterm_as_interrupt(), contextlib.ExitStack() as stack:
         for side in deps:  # a failed start's trace key and store too
             stack.callback(tracing.remove, run_root / side / "keystone")
         keystones, setup = start_and_seed(deps, run_root, stack, out_dir if cloud else None)

@@ -23,7 +23,7 @@ from rally_keystone_bench.errors import BenchError
 from rally_keystone_bench.history import records
 from rally_keystone_bench.history.store import ENV_VAR, Store
 from rally_keystone_bench.report import history as history_report
-from rally_keystone_bench.verbs import options
+from rally_keystone_bench.verbs import options, recording
 from rally_keystone_bench.verdicts import series as history_series
 from rally_keystone_bench.verdicts.changepoints import ChangePointSettings
 
@@ -119,7 +119,7 @@ def _check(args: argparse.Namespace) -> None:
 
 def _runs_from_report(directory: Path) -> list[dict[str, Any]]:
     """A report's summaries as one run shaped like the store's (run id 0)."""
-    rows = records.rows_under(directory, "report")
+    rows = records.rows_from_summaries(recording.summaries_under(directory, "report"))
     if not rows:
         raise BenchError(f"--from-report {directory}: no summary.json below it")
     record = records.build_record(

@@ -364,14 +364,18 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--rate", type=float, default=10.0, help="requests per second (target)")
     parser.add_argument("--duration", type=float, default=30.0, help="seconds measured")
-    parser.add_argument("--warmup", type=float, default=0.0, help="seconds before, not kept")
     parser.add_argument(
-        "--workers",
+        "--warmup", type=boundary.non_negative, default=0.0, help="seconds before, not kept"
+    )
+    parser.add_argument(
+        "--locust-workers",
+        dest="workers",
         type=boundary.number_in(0, None, int),
         default=None,
         metavar="K",
         help="Locust worker processes started on this host (default 1, 0 with --expect-workers)",
     )
+    options.add_deprecated_alias(parser, "--workers", "--locust-workers", dest="workers")
     parser.add_argument(
         "--expect-workers",
         type=boundary.number_in(0, None, int),
@@ -417,10 +421,12 @@ def add_target_arguments(parser: argparse.ArgumentParser) -> None:
     """What the probe measures (--target, the mock's and local Keystone's options)
     and where its results go."""
     options.add_target_options(parser, default="mock")
-    parser.add_argument("--mock-workers", type=int, default=1, help="--target mock: processes")
+    parser.add_argument(
+        "--mock-workers", type=boundary.positive_int, default=1, help="--target mock: processes"
+    )
     parser.add_argument(
         "--mock-service-time",
-        type=float,
+        type=boundary.non_negative,
         default=5.0,
         metavar="MS",
         help="--target mock: milliseconds each token request takes (default 5)",

@@ -29,7 +29,7 @@ from rally_keystone_bench import boundary, shipped
 from rally_keystone_bench.deploy import balancer as balancing
 from rally_keystone_bench.deploy import directory
 from rally_keystone_bench.deploy.deployment import Deployment
-from rally_keystone_bench.driver import targets, task_files
+from rally_keystone_bench.driver import interrupts, targets, task_files, task_reports, workspace
 from rally_keystone_bench.driver import task as rally_task
 from rally_keystone_bench.errors import BenchError, read_input
 from rally_keystone_bench.report import matrix as matrix_report
@@ -167,14 +167,14 @@ def main(args: argparse.Namespace) -> int:
     # Every input is checked (load_deployments validates each deployment), and
     # every environment built, before any load.
     deployments = load_deployments(args.deployments)
-    task_args = rally_task.parse_task_args(args.task_args)
+    task_args = workspace.parse_task_args(args.task_args)
     task = checked_task(args.task, deployments, task_args)
     if args.repeat < 1:
         raise BenchError(f"--repeat must be at least 1, not {args.repeat}")
     options.check_history(args)
-    stamp = rally_task.utc_stamp()
+    stamp = workspace.utc_stamp()
     targets.build_envs(deployments)  # a SPEC that does not install: no directory made yet
-    run_root = rally_task.run_dir(f"matrix-{stamp}")
+    run_root = workspace.run_dir(f"matrix-{stamp}")
     out_dir = (Path(args.reports_dir) / stamp).resolve()
     out_dir.mkdir(parents=True, exist_ok=True)
     described = {name: dep.describe() for name, dep in deployments.items()}
@@ -184,7 +184,6 @@ def main(args: argparse.Namespace) -> int:
     errors: dict[str, str] = {}
     failed = False
     n = len(deployments)
-
     per_node: dict[str, dict[str, int]] = {}  # label -> node -> token requests
 
     def report() -> tuple[tuple[Path, Path], list[dict[str, Any]]]:
@@ -192,7 +191,7 @@ def main(args: argparse.Namespace) -> int:
         html, js = matrix_report.write_report(rows, out_dir, str(task), described, errors, per_node)
         return (html, js), rows
 
-    with rally_task.sigterm_as_interrupt():
+    with interrupts.sigterm_as_interrupt():
         try:
             for i, (name, dep) in enumerate(deployments.items(), 1):
                 rally_task.progress(f"deployment {i} of {n}: {name} ({dep.describe()})")
@@ -204,7 +203,9 @@ def main(args: argparse.Namespace) -> int:
                     try:
                         with targets.prepared_env(run_dir, deployment=dep) as env:
                             dep_args = targets.identity_task_args(dep, task_args)
-                            outcome = rally_task.run_task(env.home, env.name, task, dep_args, dest)
+                            outcome = task_reports.run_task(
+                                env.home, env.name, task, dep_args, dest
+                            )
                         if not outcome.workloads:
                             raise BenchError(
                                 f"rally task start exited {outcome.rally_exit} "

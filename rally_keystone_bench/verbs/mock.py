@@ -20,7 +20,7 @@ def main(args: argparse.Namespace) -> int:
         return mock.serve(
             run_dir,
             port=args.port,
-            workers=args.workers,
+            workers=args.workers or 1,  # None: the mock's own default
             service_time_ms=args.service_time,
             slope_ms_per_s=args.slope,
             error_rate=args.error_rate,
@@ -43,7 +43,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="loopback port to listen on (default: a free one)",
     )
     parser.add_argument(
-        "--workers", type=boundary.positive_int, default=1, help="server processes (default 1)"
+        "--workers", type=boundary.positive_int, default=None, help="server processes (default 1)"
     )
     parser.add_argument(
         "--service-time",

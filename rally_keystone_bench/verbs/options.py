@@ -7,20 +7,21 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import math
 import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 from rally_keystone_bench import boundary
-from rally_keystone_bench.deploy import conf_options
+from rally_keystone_bench.deploy import conf_options, identity
 from rally_keystone_bench.deploy.deployment import Deployment
 from rally_keystone_bench.deploy.mock import MockKeystone, check_stall
 from rally_keystone_bench.driver import rally as rallyenv
 from rally_keystone_bench.errors import BenchError, mask_urls
 from rally_keystone_bench.history import records as history_records
 from rally_keystone_bench.history import store as history_store
+from rally_keystone_bench.verbs import recording
 
 # Where Keystone's users live: options that gate applies to both sides.
 IDENTITY_FIELDS = (
@@ -76,13 +77,7 @@ def check_target(args: argparse.Namespace) -> None:
     """--target and its options (capacity, load); BenchError before any load."""
     if args.spec and args.target != "cloud":
         raise BenchError("--spec describes an existing cloud: use it with --target cloud")
-    if args.target == "mock":
-        if args.mock_workers < 1:
-            raise BenchError(f"--mock-workers must be at least 1, not {args.mock_workers}")
-        if not math.isfinite(args.mock_service_time) or args.mock_service_time < 0:
-            raise BenchError(
-                f"--mock-service-time must be 0 ms or more, not {args.mock_service_time:g}"
-            )
+    if args.target == "mock":  # --mock-workers and --mock-service-time: checked by their types
         check_stall(getattr(args, "mock_stall", 0.0), getattr(args, "mock_stall_every", 0.0))
     if args.target == "cloud" and args.spec and not Path(args.spec).is_file():
         raise BenchError(f"env spec {args.spec} does not exist")
@@ -319,7 +314,7 @@ def check_history(args: argparse.Namespace) -> str | None:
 
 
 def deployment_line(deployment: Deployment) -> str:
-    return history_records.deployment_line(deployment.describe(), deployment.keystone)
+    return identity.deployment_line(deployment.describe(), deployment.keystone)
 
 
 def record_history(
@@ -337,11 +332,12 @@ def record_history(
     url = history_url(args)
     if not url:
         return None
-    rows = [*rows, *history_records.rows_under(out_dir, verb)]
+    summaries = recording.summaries_under(out_dir, verb)
+    rows = [*rows, *history_records.rows_from_summaries(summaries)]
     if not rows:
         print(f"history: nothing to record from {out_dir} (no summary.json)")
         return None
-    keystone = history_records.keystone_identity(deployment.keystone if deployment else where)
+    keystone = recording.keystone_of(deployment.keystone if deployment else where)
     record = history_records.build_record(
         verb,
         keystone,
@@ -386,3 +382,41 @@ def add_target_options(parser: argparse.ArgumentParser, default: str) -> None:
         help="where the reports go, in a directory per run (default reports)",
     )
     add_force_option(parser)
+
+
+def add_deprecated_alias(parser: argparse.ArgumentParser, old: str, new: str, dest: str) -> None:
+    """OLD, the former spelling of NEW (same DEST and type): still works, with a one-line
+    note on stderr, and hidden from --help. Kept for one release."""
+    current = next(a for a in parser._actions if new in a.option_strings)
+    parser.add_argument(
+        old,
+        dest=dest,
+        type=current.type,
+        default=current.default,
+        metavar=current.metavar,
+        action=DeprecatedAlias,
+        new=new,
+        help=argparse.SUPPRESS,
+    )
+
+
+class DeprecatedAlias(argparse.Action):
+    """An option's former spelling: stores like the new one and says to use that."""
+
+    def __init__(self, option_strings: list[str], dest: str, new: str, **kwargs: Any) -> None:
+        self.new = new
+        super().__init__(option_strings, dest, **kwargs)
+
+    def __call__(
+        self,
+        parser: argparse.ArgumentParser,
+        namespace: argparse.Namespace,
+        values: Any,
+        option_string: str | None = None,
+    ) -> None:
+        print(
+            f"keystone-bench: {option_string} is deprecated here, use {self.new} "
+            "(the old spelling goes in the next release)",
+            file=sys.stderr,
+        )
+        setattr(namespace, self.dest, values)

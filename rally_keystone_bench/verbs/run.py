@@ -17,12 +17,12 @@ from typing import Any
 from rally_keystone_bench.deploy import profiling
 from rally_keystone_bench.deploy.deployment import Deployment
 from rally_keystone_bench.driver import counters as keystone_counters
+from rally_keystone_bench.driver import interrupts, targets, task_files, task_reports, workspace
 from rally_keystone_bench.driver import machine as machine_record
 from rally_keystone_bench.driver import rally as rallyenv
-from rally_keystone_bench.driver import targets, task_files
 from rally_keystone_bench.driver import task as rally_task
 from rally_keystone_bench.driver.left_behind import say_left_behind
-from rally_keystone_bench.driver.task import TaskOutcome
+from rally_keystone_bench.driver.outcome import TaskOutcome
 from rally_keystone_bench.errors import BenchError, Interrupted
 from rally_keystone_bench.report import records
 from rally_keystone_bench.verbs import options
@@ -159,7 +159,7 @@ def main(args: argparse.Namespace) -> int:
     # Everything that can be checked is checked before any load is sent.
     if getattr(args, "observe", "on") == "off":
         args.trace = args.profile = "off"
-    task_args = rally_task.parse_task_args(args.task_args)
+    task_args = workspace.parse_task_args(args.task_args)
     cloud = deployment = None
     if args.existing_cloud or args.spec:
         cloud = options.cloud_spec(args)
@@ -174,7 +174,7 @@ def main(args: argparse.Namespace) -> int:
     options.check_history(args)
     if deployment is not None:  # a SPEC that does not install, a --set it refuses
         targets.check_deployment(deployment)
-    out_dir, run_dir = rally_task.new_run_dirs(args.reports_dir)
+    out_dir, run_dir = workspace.new_run_dirs(args.reports_dir)
     try:
         outcomes = _run_tasks(
             tasks, task_args, cloud, deployment, out_dir, run_dir, rate,
@@ -188,7 +188,7 @@ def main(args: argparse.Namespace) -> int:
             say_left_behind(done, rallyenv.auth_url_of(cloud), args.spec)
         raise
     finally:
-        rally_task.remove_if_empty(out_dir, run_dir)  # a cloud that does not answer
+        workspace.remove_if_empty(out_dir, run_dir)  # a cloud that does not answer
     if deployment is not None and deployment.identity == "ldap":
         record_identity(deployment, outcomes, run_dir / "keystone" / "ldap" / "slapd.log", out_dir)
     if deployment is not None:
@@ -257,7 +257,7 @@ def _run_tasks(
 ) -> list[TaskOutcome]:
     outcomes: list[TaskOutcome] = []
     with (
-        rally_task.sigterm_as_interrupt(),
+        interrupts.sigterm_as_interrupt(),
         targets.prepared_env(
             run_dir, cloud=cloud, deployment=deployment, trace_rate=trace_rate
         ) as env,
@@ -274,7 +274,7 @@ def _run_tasks(
                 with profiling.profiled(
                     pids, profile, rally_task.progress, profiling.SLICE_S
                 ) as prof:
-                    outcome = rally_task.run_task(
+                    outcome = task_reports.run_task(
                         env.home, env.name, task_file, task_args, out_dir, trees
                     )
             except Interrupted as exc:

@@ -26,8 +26,7 @@ from typing import Any
 from rally_keystone_bench import boundary
 from rally_keystone_bench.deploy import limits as machine_limits
 from rally_keystone_bench.deploy.deployment import Deployment
-from rally_keystone_bench.driver import targets, task_files
-from rally_keystone_bench.driver import task as rally_task
+from rally_keystone_bench.driver import interrupts, targets, task_files, task_reports, workspace
 from rally_keystone_bench.errors import BenchError, Interrupted
 from rally_keystone_bench.report import scale as report
 from rally_keystone_bench.verbs import options
@@ -108,7 +107,7 @@ def main(args: argparse.Namespace) -> int:
     # install is bad input, said once, before any Keystone starts.
     targets.check_deployment(deployment)
     options.check_history(args)
-    out_dir, run_dir = rally_task.new_run_dirs(args.reports_dir)
+    out_dir, run_dir = workspace.new_run_dirs(args.reports_dir)
     print(f"scale: {plan.describe()}; {args.workload}, {args.times} requests per point")
     sweep = Sweep(plan.dimension, action, deployment.describe())
 
@@ -124,10 +123,10 @@ def main(args: argparse.Namespace) -> int:
         )
         dep = point_deployment(deployment, plan.dimension, size)
         with targets.prepared_env(run_dir / name, deployment=dep) as env:
-            return rally_task.run_task(env.home, env.name, task, task_args, out_dir / name)
+            return task_reports.run_task(env.home, env.name, task, task_args, out_dir / name)
 
     try:
-        with rally_task.sigterm_as_interrupt():
+        with interrupts.sigterm_as_interrupt():
             for size in plan.values:
                 outcome = measure(size, f"point-{size}")
                 if not sweep.add(size, outcome, limits, out_dir / f"point-{size}"):
@@ -139,7 +138,7 @@ def main(args: argparse.Namespace) -> int:
         sweep.finish(out_dir, interrupted=True)
         raise
     finally:
-        rally_task.remove_if_empty(out_dir, run_dir)
+        workspace.remove_if_empty(out_dir, run_dir)
     rc = sweep.finish(out_dir)
     options.record_history(args, "scale", out_dir, deployment)
     return rc

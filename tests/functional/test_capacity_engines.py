@@ -16,7 +16,7 @@ import pytest
 
 from rally_keystone_bench import procstat, shipped
 from rally_keystone_bench.clients.tokens import TokenClient, UserAuth
-from rally_keystone_bench.driver import probe_args
+from rally_keystone_bench.driver import probe_args, task_reports
 from rally_keystone_bench.driver import task as rally_task
 from rally_keystone_bench.driver.rally import keystone_spec
 from rally_keystone_bench.engines.locust import engine
@@ -246,7 +246,7 @@ def measure_both(keystone, tmp_path: Path, rate: float) -> None:
     if "error" in rally:
         raise rally["error"]
     run = rally["run"]
-    assert run.uuid and rally_task.json_report(home, run.uuid, tmp_path / "rally.json")
+    assert run.uuid and task_reports.json_report(home, run.uuid, tmp_path / "rally.json")
     sent = {"locust": _issues(locust.report), "rally": _issues(tmp_path / "rally.json")}
     lo = max(float(s.min()) for s, _ in sent.values())
     hi = min(float((s + d).max()) for s, d in sent.values())

@@ -48,7 +48,7 @@ def test_master_and_two_workers_send_the_target_rate_and_lose_nothing(tmp_path):
     Slack: the engine started 49.9 of a target 50 rps at load 15 to 18 and sent 2,202
     validations/s with two workers idle (doc/source/engines.rst): 100 rps is under 5 %
     of that ceiling, and 5 % is 50 times the shortfall measured. The exact count needs
-    every send within 10 s + 10 % + 1 s (the workers' cut-off, locustfile.py)."""
+    every send within 10 s + 10 % + 1 s (the workers' cut-off, worker.py)."""
     with MockKeystone(workers=2, service_time_ms=2, run_dir=tmp_path / "mock") as mock:
         settings = engine.LoadSettings(scenario="validate", rate=100, duration=10, workers=2)
         result = engine.run_load(settings, mock.admin_credentials, tmp_path / "out")
@@ -91,7 +91,7 @@ def test_workers_that_never_join_exit_2_with_nothing_sent_or_left(tmp_path):
                 "load",
                 "--scenario",
                 "validate",
-                "--workers",
+                "--locust-workers",
                 "0",
                 "--expect-workers",
                 "1",
@@ -192,7 +192,7 @@ def test_load_verb_writes_the_report_and_summary(tmp_path):
             "3",
             "--warmup",
             "1",
-            "--workers",
+            "--locust-workers",
             "1",
             "--target",
             "mock",

@@ -43,7 +43,16 @@ def test_a_killed_worker_keeps_the_survivors_samples(tmp_path):
     setup time of this load is quoted. It cannot land after the 12 s load. The
     survivor sends its share either way, about 120 (10 rps for 12 s), against 50."""
     argv = [sys.executable, "-m", "rally_keystone_bench.cli", "load", "--target", "mock"]
-    argv += ["--scenario", "authenticate", "--rate", "20", "--duration", "12", "--workers", "2"]
+    argv += [
+        "--scenario",
+        "authenticate",
+        "--rate",
+        "20",
+        "--duration",
+        "12",
+        "--locust-workers",
+        "2",
+    ]
     argv += ["--reports-dir", str(tmp_path / "reports")]
     proc = subprocess.Popen(argv, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     deadline = time.monotonic() + 60

@@ -88,7 +88,7 @@ def test_master_and_workers_on_other_hosts_send_over_the_veth_links(tmp_path, na
     200 requests reported, 100 a worker, each over its own veth link.
 
     No rate tolerance: the counts are the schedule's, given every send within the
-    load's 5 s + 10 % + 1 s (the workers' cut-off, locustfile.py) and every report
+    load's 5 s + 10 % + 1 s (the workers' cut-off, worker.py) and every report
     within 1 + 5 + 70 s (the master's wait). 40 rps is 4 % of the mock's 1000 rps (2
     workers, 2 ms); no send lateness across namespaces was measured."""
     m = namespaces["M"]

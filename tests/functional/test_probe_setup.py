@@ -22,7 +22,7 @@ import pytest
 
 from rally_keystone_bench import procstat, shipped
 from rally_keystone_bench.clients.admin import AdminClient
-from rally_keystone_bench.driver import probe_args
+from rally_keystone_bench.driver import probe_args, task_reports
 from rally_keystone_bench.driver import task as rally_task
 from rally_keystone_bench.driver.rally import RallyHome, keystone_spec
 from rally_keystone_bench.plugins.contexts import reuse
@@ -59,7 +59,7 @@ def test_a_validate_probe_issues_no_token_during_its_load(small_keystone, tmp_pa
         tmp_path / "rally.log", config=home.quiet_config(),
     )  # fmt: skip
     report = tmp_path / "probe.json"
-    assert run.uuid and rally_task.json_report(home, run.uuid, report)
+    assert run.uuid and task_reports.json_report(home, run.uuid, report)
     (wl,) = results.load(report)
     assert wl.iterations == int(RATE * (WARMUP + WINDOW)), wl.iterations
 

@@ -37,6 +37,7 @@ from rally_keystone_bench.clients.admin import AdminClient
 from rally_keystone_bench.deploy.deployment import Deployment
 from rally_keystone_bench.deploy.keystone import LocalKeystone
 from rally_keystone_bench.driver import task as rally_task
+from rally_keystone_bench.driver import task_reports
 from rally_keystone_bench.driver.rally import RallyHome, keystone_spec
 from rally_keystone_bench.verdicts import results
 
@@ -256,7 +257,7 @@ def test_killed_workers_cost_seconds_not_a_minute(keystone, tmp_path):
     assert not crash.error, crash.error
     assert len(crash.killed) == 2, crash.killed
     out = tmp_path / "crash-report.json"
-    assert rally_task.json_report(home, run.uuid, out)
+    assert task_reports.json_report(home, run.uuid, out)
     (wl,) = results.load(out)
     assert wl.iterations == 60  # the run ended
     issue = wl.actions["keystone.issue_token"]
@@ -311,7 +312,7 @@ def test_context_setup_survives_killed_workers_by_its_retries(keystone, tmp_path
     assert not crash.error, crash.error
     assert crash.killed, "no user creation was held"
     out = tmp_path / "setup-report.json"
-    assert rally_task.json_report(home, run.uuid, out)
+    assert task_reports.json_report(home, run.uuid, out)
     (wl,) = results.load(out)
     assert wl.iterations == 6, f"its context setup failed; held {crash.held_s:.1f} s"
     retried = [int(m.group(1)) for m in map(SETUP_DONE.search, lines) if m]

@@ -8,6 +8,7 @@ import pytest
 from fake_keystone import FakeKeystone, serving
 
 from rally_keystone_bench.clients import auth_paths
+from rally_keystone_bench.clients.auth import identity_body, password_totp_identity, trust_scope
 from rally_keystone_bench.clients.tokens import TokenClient, TokenRequestError, UserAuth
 from rally_keystone_bench.plugins.contexts.token_paths import trust_pairs
 
@@ -38,7 +39,7 @@ def test_a_totp_code_is_six_digits_for_keystone_and_changes_every_30_seconds() -
 
 
 def test_password_and_totp_go_in_one_request() -> None:
-    identity = auth_paths.password_totp_identity(AUTH, "123456")
+    identity = password_totp_identity(AUTH, "123456")
     assert identity["methods"] == ["password", "totp"]
     user = {"name": "alice", "domain": {"name": "Default"}}
     assert identity["password"]["user"] == {**user, "password": PASSWORD}
@@ -48,7 +49,7 @@ def test_password_and_totp_go_in_one_request() -> None:
 def test_a_trust_token_is_the_trustees_password_scoped_to_the_trust() -> None:
     with serving(FakeKeystone(track_tokens=False)) as keystone:
         client = TokenClient(f"http://127.0.0.1:{keystone.server_address[1]}/v3")
-        client.issue_with(auth_paths.password_identity(AUTH), auth_paths.trust_scope("t1"))
+        client.issue_with(identity_body("password", AUTH), trust_scope("t1"))
         assert len(keystone.requests) == 1
         body = keystone.requests[0]["body"]["auth"]
     assert body["scope"] == {"OS-TRUST:trust": {"id": "t1"}}
@@ -61,7 +62,7 @@ def test_a_passcode_given_as_a_secret_never_reaches_an_error() -> None:
     fake.reply = {"status": 401, "body": {"error": {"message": f"bad {PASSWORD} 654321"}}}
     with serving(fake) as keystone:
         client = TokenClient(f"http://127.0.0.1:{keystone.server_address[1]}/v3")
-        identity = auth_paths.password_totp_identity(AUTH, "654321")
+        identity = password_totp_identity(AUTH, "654321")
         with pytest.raises(TokenRequestError) as raised:
             client.issue_with(identity, None, secrets=[PASSWORD, "654321"])
     assert raised.value.status == 401

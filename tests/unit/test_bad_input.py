@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from rally_keystone_bench import cli
+from rally_keystone_bench.driver import workspace
 from rally_keystone_bench.errors import BenchError
 from rally_keystone_bench.verbs import compare, matrix
 
@@ -189,11 +190,10 @@ def test_report_with_a_missing_rally_home_does_not_create_it(tmp_path, capsys, m
 
 
 def test_runs_started_in_the_same_second_get_their_own_directories(tmp_path, monkeypatch):
-    from rally_keystone_bench.driver import task as run
 
-    monkeypatch.setattr(run, "utc_stamp", lambda: "20260101T000000Z")
-    first = run.new_run_dirs(tmp_path / "reports", tmp_path / "runs")
-    second = run.new_run_dirs(tmp_path / "reports", tmp_path / "runs")
+    monkeypatch.setattr(workspace, "utc_stamp", lambda: "20260101T000000Z")
+    first = workspace.new_run_dirs(tmp_path / "reports", tmp_path / "runs")
+    second = workspace.new_run_dirs(tmp_path / "reports", tmp_path / "runs")
     assert first[0] != second[0] and first[1] != second[1]
     assert second[1].name == "20260101T000000Z-2"
     assert (second[1].stat().st_mode & 0o777) == 0o700

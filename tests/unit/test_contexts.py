@@ -21,7 +21,7 @@ from rally_keystone_bench.clients.retry import (
     call,
 )
 from rally_keystone_bench.clients.tokens import Token
-from rally_keystone_bench.plugins.contexts import _base, reuse, token_pool, users
+from rally_keystone_bench.plugins.contexts import _base, directory_users, reuse, token_pool, users
 from rally_keystone_bench.verbs import cleanup
 
 FAST = RetryPolicy(max_retries=3, base_delay=0.0, max_delay=0.0, min_patience=0.0)
@@ -282,9 +282,9 @@ def test_directory_users_are_read_from_the_file_the_env_names(tmp_path):
     path = tmp_path / "users.json"
     path.write_text(json.dumps({"domain": "LDAP", "users": [{"name": "u1", "password": "p"}]}))
     env = {"extras": {"keystone_bench": {"directory_users": str(path)}}}
-    assert users.load_directory_users(env, "LDAP") == [{"name": "u1", "password": "p"}]
+    assert directory_users.load_directory_users(env, "LDAP") == [{"name": "u1", "password": "p"}]
     with pytest.raises(Exception, match="of domain 'LDAP', not 'Corp'"):
-        users.load_directory_users(env, "Corp")
+        directory_users.load_directory_users(env, "Corp")
 
 
 # -- token_pool ---------------------------------------------------------------------------

@@ -14,8 +14,7 @@ from rally_keystone_bench.deploy import process, servers, venv
 from rally_keystone_bench.deploy.deployment import Deployment
 from rally_keystone_bench.deploy.keystone import LocalKeystone
 from rally_keystone_bench.driver import rally as rallyenv
-from rally_keystone_bench.driver import targets
-from rally_keystone_bench.driver import task as rally_task
+from rally_keystone_bench.driver import targets, workspace
 from rally_keystone_bench.errors import BenchError
 
 
@@ -126,12 +125,12 @@ def test_a_directory_that_is_not_a_checkout_is_refused(tmp_path):
 
 def test_task_inputs_are_checked(tmp_path):
     with pytest.raises(BenchError, match="does not exist"):
-        rally_task.task_file(str(tmp_path / "nope.yaml"))
+        workspace.task_file(str(tmp_path / "nope.yaml"))
     with pytest.raises(BenchError, match="not valid JSON"):
-        rally_task.parse_task_args("{times: 3}")
+        workspace.parse_task_args("{times: 3}")
     with pytest.raises(BenchError, match="JSON object"):
-        rally_task.parse_task_args("[1, 2]")
-    assert rally_task.parse_task_args('{"times": 3}') == {"times": 3}
+        workspace.parse_task_args("[1, 2]")
+    assert workspace.parse_task_args('{"times": 3}') == {"times": 3}
 
 
 def test_unreachable_auth_url_is_reported():

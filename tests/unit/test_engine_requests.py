@@ -38,7 +38,7 @@ SCENARIO_CLASSES = {
     "KeystoneTokens.validate": scenarios.Validate,
     "KeystoneTokens.lifecycle": scenarios.Lifecycle,
 }
-HTTP_STACKS = ("gevent", "keystoneauth")  # the locustfile's --ks-http choices
+HTTP_STACKS = ("gevent", "keystoneauth")  # the --ks-http choices (custom_args.py)
 TOKEN_HEADERS = ("x-auth-token", "x-subject-token")
 
 

@@ -9,13 +9,13 @@ import yaml
 from fake_keystone import FakeKeystone, serving
 
 from rally_keystone_bench import cli
-from rally_keystone_bench.driver import task as rally_task
+from rally_keystone_bench.driver import workspace
 from rally_keystone_bench.plugins.scenarios import paired
 from rally_keystone_bench.verbs import gate
 
 
 def _render(name: str, **args) -> dict:
-    text = rally_task.task_file(name).read_text()
+    text = workspace.task_file(name).read_text()
     targets = {"baseline": "/a", "candidate": "/b"}
     targets.update(baseline_nocache="/a0", candidate_nocache="/b0")
     return yaml.safe_load(jinja2.Template(text).render(**targets, **args))

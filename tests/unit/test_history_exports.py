@@ -15,6 +15,7 @@ from rally_keystone_bench import cli
 from rally_keystone_bench.history import records
 from rally_keystone_bench.history.store import Store
 from rally_keystone_bench.report import history as history_report
+from rally_keystone_bench.verbs import recording
 
 ROOT = Path(__file__).resolve().parents[2]
 GOLDEN_SUMMARY = ROOT / "tests" / "fixtures" / "golden" / "run.summary.json"
@@ -25,7 +26,7 @@ def store_of(tmp_path: Path, p50s: list[float]) -> Path:
     out = tmp_path / "reports" / "token-suite-summary"
     out.mkdir(parents=True)
     out.joinpath("summary.json").write_text(GOLDEN_SUMMARY.read_text())
-    rows = records.rows_under(out.parent, "run")
+    rows = records.rows_from_summaries(recording.summaries_under(out.parent, "run"))
     path = tmp_path / "h.sqlite"
     with Store.open(str(path)) as store:
         for p50 in p50s:

@@ -13,9 +13,11 @@ from pathlib import Path
 
 import pytest
 
+from rally_keystone_bench.deploy import identity
 from rally_keystone_bench.errors import BenchError
 from rally_keystone_bench.history import records
 from rally_keystone_bench.history.store import SCHEMA_VERSION, Store
+from rally_keystone_bench.verbs import recording
 
 ROOT = Path(__file__).resolve().parents[2]
 GOLDEN_SUMMARY = ROOT / "tests" / "fixtures" / "golden" / "run.summary.json"
@@ -30,7 +32,7 @@ def report_dir(tmp_path: Path) -> Path:
 
 
 def a_record(tmp_path: Path, deployment: str = "keystone uwsgi 2x1 sqlite") -> records.RunRecord:
-    rows = records.rows_under(report_dir(tmp_path), "run")
+    rows = records.rows_from_summaries(recording.summaries_under(report_dir(tmp_path), "run"))
     return records.build_record(
         "run", records.Keystone("keystone==30.0.0"), deployment,
         {"token.provider": "fernet"}, rows, "reports/x",
@@ -117,10 +119,12 @@ WRITER = textwrap.dedent(
     from pathlib import Path
     from rally_keystone_bench.history import records
     from rally_keystone_bench.history.store import Store
+    from rally_keystone_bench.verbs import recording
     import time
     store_path, reports, count, tag = sys.argv[1:5]
     stall = int(sys.argv[5]) if len(sys.argv) > 5 else -1  # the run to hold mid-way
-    rows = records.rows_under(Path(reports), "run") * 40  # a fat run: a long transaction
+    summaries = recording.summaries_under(Path(reports), "run")
+    rows = records.rows_from_summaries(summaries) * 40  # a fat run: a long transaction
     for i in range(int(count)):
         rec = records.build_record("run", records.Keystone(tag), tag, {}, rows, str(i))
         with Store.open(store_path) as store:
@@ -155,7 +159,7 @@ def test_two_writers_at_once_both_land(tmp_path):
     for p in procs:
         out, err = p.communicate(timeout=300)
         assert p.returncode == 0, err[-2000:]
-    rows_per_run = len(records.rows_under(reports, "run")) * 40
+    rows_per_run = len(records.rows_from_summaries(recording.summaries_under(reports, "run"))) * 40
     with Store.open(str(store)) as s:
         runs = s.runs()
     assert sorted(r["keystone"] for r in runs) == ["A"] * 15 + ["B"] * 15
@@ -171,7 +175,7 @@ def test_a_killed_writer_leaves_the_store_readable_and_every_run_whole(tmp_path)
         assert proc.stdout.readline().strip() == expected, proc.stderr.read()[-2000:]
     proc.send_signal(signal.SIGKILL)
     proc.wait(timeout=30)
-    rows_per_run = len(records.rows_under(reports, "run")) * 40
+    rows_per_run = len(records.rows_from_summaries(recording.summaries_under(reports, "run"))) * 40
     conn = sqlite3.connect(store)
     assert conn.execute("PRAGMA integrity_check").fetchone() == ("ok",)
     (n_runs,) = conn.execute("SELECT count(*) FROM runs").fetchone()
@@ -193,7 +197,7 @@ def test_the_deployment_line_leaves_the_keystone_to_its_own_column():
     lines = set()
     for spec in ("keystone==30.0.0", "/src/keystone", "git-commit:/src/keystone@" + "a" * 40):
         dep = Deployment(keystone=spec, password_hash_rounds=4)
-        lines.add(records.deployment_line(dep.describe(), spec))
+        lines.add(identity.deployment_line(dep.describe(), spec))
     (line,) = lines
     assert line.startswith("uwsgi 2x1 sqlite rounds=4")
 
@@ -226,10 +230,10 @@ def test_a_checkout_is_recorded_by_commit_and_describe_and_the_commits_between_n
     git("init", "-q")
     git("commit", "-q", "--allow-empty", "-m", "first")
     git("tag", "30.0.0")
-    older = records.keystone_identity(str(repo))
+    older = recording.keystone_of(str(repo))
     git("commit", "-q", "--allow-empty", "-m", "Cache the role assignments")
     git("commit", "-q", "--allow-empty", "-m", "Add a second hash round")
-    newer = records.keystone_identity(str(repo))
+    newer = recording.keystone_of(str(repo))
     assert older.describe == "30.0.0" and newer.describe.startswith("30.0.0-2-g")
     assert newer.commit == git("rev-parse", "HEAD") and newer.repo == str(repo)
     old_run = {"keystone_commit": older.commit, "keystone_repo": older.repo}
@@ -240,7 +244,7 @@ def test_a_checkout_is_recorded_by_commit_and_describe_and_the_commits_between_n
         "Cache the role assignments",
     ]
     assert records.commits_between(new_run, new_run) == []
-    assert records.keystone_identity("keystone==1.0").commit is None
+    assert recording.keystone_of("keystone==1.0").commit is None
 
 
 def test_a_verb_records_its_reports_under_its_deployment_line(tmp_path, monkeypatch, capsys):
@@ -258,7 +262,7 @@ def test_a_verb_records_its_reports_under_its_deployment_line(tmp_path, monkeypa
     assert "history: run 1 recorded in" in capsys.readouterr().out
     with Store.open(str(tmp_path / "env.sqlite")) as store:
         (run,) = store.runs()
-    assert run["deployment"] == records.deployment_line(dep.describe(), dep.keystone)
+    assert run["deployment"] == identity.deployment_line(dep.describe(), dep.keystone)
     assert "rounds=4" in run["deployment"] and not run["deployment"].startswith("keystone")
     assert run["settings"] == {"token.provider": "jws"} and run["verb"] == "run"
     assert options.record_history(args, "run", tmp_path / "empty", dep) is None  # no summary

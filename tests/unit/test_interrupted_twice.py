@@ -5,7 +5,7 @@ from pathlib import Path
 
 from rally_keystone_bench import cli
 from rally_keystone_bench.driver import left_behind
-from rally_keystone_bench.driver.task import TaskOutcome
+from rally_keystone_bench.driver.outcome import TaskOutcome
 from rally_keystone_bench.errors import Interrupted
 from rally_keystone_bench.verbs import run
 

@@ -73,8 +73,9 @@ def test_plugins_import_only_what_rally_may_load(path):
 
 # What the verbs share, not verbs themselves: their options, names a user
 # gives (matrix rows) and which option applies to which target and engine;
-# gate_options: the gate's option declarations, apart from the gate's run.
-SHARED_VERB_MODULES = ("options", "names", "applicability", "gate_options")
+# gate_options: the gate's option declarations, apart from the gate's run;
+# recording: what a verb hands the results store.
+SHARED_VERB_MODULES = ("options", "names", "applicability", "gate_options", "recording")
 
 
 def test_no_module_imports_a_verb_but_the_cli():
@@ -164,9 +165,10 @@ def test_importing_the_verdicts_pulls_in_no_rally_oslo_or_http():
 ROOM_MAY_USE = {
     "clients": ("clients", "errors"),
     "deploy": ("deploy", "clients", "errors"),
-    # the results store and its records: a Keystone's commit comes from deploy/;
-    # "version" (the tool's own, a leaf on importlib.metadata) goes into every record
-    "history": ("history", "deploy", "errors", "version"),
+    # the results store and its records, from values the verbs hand over (which
+    # Keystone ran is deploy/'s answer, given by the verb); "version" (the tool's
+    # own, a leaf on importlib.metadata) goes into every record
+    "history": ("history", "errors", "version"),
     "report": ("report", "verdicts", "errors", "version", "", "__name__"),
     # Rally's side of the tool (its prober too; "" is `from rally_keystone_bench
     # import shipped`): plugins/ for the runners' progress protocol only. Never
@@ -241,6 +243,50 @@ def test_the_writer_check_sees_a_write(tmp_path):
     sample = tmp_path / "sample.py"
     sample.write_text('import json\nPath("x").write_text(json.dumps(1))\nopen("y", "w")\n')
     assert writes_of(sample) == ["write_text() line 2", "open(.., 'w') line 3"]
+
+
+# -- one way to speak to Keystone's token API ---------------------------------------
+IDENTITY_METHODS = {"password", "token", "application_credential", "totp"}
+
+
+def token_api_uses(path: Path) -> list[str]:
+    """A token request's identity built, or a URL joined to /auth/tokens, in PATH."""
+    found = []
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.Dict):
+            keys = {k.value for k in node.keys if isinstance(k, ast.Constant)}
+            if "methods" in keys and keys & IDENTITY_METHODS:
+                found.append(f"a token request's identity, line {node.lineno}")
+        elif isinstance(node, (ast.BinOp, ast.JoinedStr)):
+            parts = [node.right] if isinstance(node, ast.BinOp) else node.values
+            if any(isinstance(p, ast.Constant) and "/auth/tokens" in str(p.value) for p in parts):
+                found.append(f"a URL to /auth/tokens, line {node.lineno}")
+    return found
+
+
+@pytest.mark.parametrize(
+    "path",
+    [p for p in sorted(PACKAGE.rglob("*.py")) if p.relative_to(PACKAGE).parts[0] != "clients"],
+    ids=lambda p: str(p.relative_to(PACKAGE)),
+)
+def test_only_the_client_layer_speaks_to_the_token_api(path):
+    """Bodies come from clients/auth.py; requests go through TokenClient or clients/check.py."""
+    assert token_api_uses(path) == [], f"{path.relative_to(PACKAGE)}: use clients/"
+
+
+def test_the_token_api_check_sees_a_body_and_a_url(tmp_path):
+    sample = tmp_path / "sample.py"
+    sample.write_text(
+        'body = {"methods": ["token"], "token": {"id": t}}\n'
+        'post(url + "/auth/tokens", json=body)\n'
+        'get(f"{url}/auth/tokens?nocatalog")\n'
+        'reply = {"methods": ["password"], "user": {}, "expires_at": x}\n'
+    )
+    assert token_api_uses(sample) == [
+        "a token request's identity, line 1",
+        "a URL to /auth/tokens, line 2",
+        "a URL to /auth/tokens, line 3",
+    ]
 
 
 # -- no circles -----------------------------------------------------------------

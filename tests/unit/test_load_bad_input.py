@@ -15,13 +15,13 @@ from rally_keystone_bench import cli
         (["--rate", "0"], "--rate must be above 0"),
         (["--rate", "-3"], "--rate must be above 0"),
         (["--rate", "nan"], "--rate must be above 0"),
-        (["--workers", "0"], "--workers must be at least 1"),
+        (["--locust-workers", "0"], "must be at least 1"),
         (["--duration", "0"], "--duration must be above 0"),
         (["--expect-timeout", "0"], "--expect-timeout must be above 0"),
-        (["--users", "1", "--workers", "2"], "fewer than the 2 workers"),
+        (["--users", "1", "--locust-workers", "2"], "fewer than the 2 workers"),
         (["--master-bind", "192.0.2.7:5557"], "cannot listen on 192.0.2.7:5557"),
         (["--master-bind", "127.0.0.1:port"], "not a number"),
-        (["--engine", "rally", "--workers", "2"], "runs on this host only"),
+        (["--engine", "rally", "--locust-workers", "2"], "runs on this host only"),
     ],
 )
 def test_bad_input_is_one_line_and_exit_2(tmp_path, capsys, argv, reason):

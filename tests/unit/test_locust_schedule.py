@@ -121,14 +121,14 @@ def test_bad_settings_are_refused():
 
 
 def test_the_locustfile_stops_a_ramp_on_the_limits_the_judge_uses():
-    # The locustfile runs without our package's capacity module on a worker
+    # The locustfile (its worker.py) runs without our package's capacity module on a worker
     # host; its copies of the two limits must not drift from the judge's.
     import re
 
     from rally_keystone_bench.engines.locust import schedule as _schedule
     from rally_keystone_bench.verdicts import capacity, probe_verdict
 
-    text = (Path(_schedule.__file__).parent / "locustfile.py").read_text()
+    text = (Path(_schedule.__file__).parent / "worker.py").read_text()
     for name, judge in (("LAG_LIMIT_S", probe_verdict), ("RAMP_LATENCY_S", capacity)):
         (value,) = re.findall(rf"^{name} = ([0-9.]+)", text, re.M)
         assert float(value) == getattr(judge, name), name

@@ -9,6 +9,8 @@ import pytest
 from rally_keystone_bench import cli
 from rally_keystone_bench.deploy import directory
 from rally_keystone_bench.deploy.deployment import Deployment
+from rally_keystone_bench.driver import outcome as task_outcome
+from rally_keystone_bench.driver import task_reports
 from rally_keystone_bench.errors import BenchError
 from rally_keystone_bench.report import matrix as matrix_report
 from rally_keystone_bench.verbs import matrix
@@ -108,7 +110,6 @@ def test_a_deployment_that_fails_loses_no_other_results(tmp_path, monkeypatch, c
     import contextlib
 
     from rally_keystone_bench.driver import targets
-    from rally_keystone_bench.driver import task as runner
 
     f = tmp_path / "d.yaml"
     f.write_text("one:\n  workers: 1\nbroken:\n  workers: 2\nthree:\n  workers: 4\n")
@@ -124,10 +125,10 @@ def test_a_deployment_that_fails_loses_no_other_results(tmp_path, monkeypatch, c
         yield targets.ReadyEnv(None, "env", "http://x/v3")
 
     def run_task(home, env, task_file, task_args, out_dir):
-        return runner.TaskOutcome(task_file, "uuid", 0, workloads=_workloads(4, 1))
+        return task_outcome.TaskOutcome(task_file, "uuid", 0, workloads=_workloads(4, 1))
 
     monkeypatch.setattr(targets, "prepared_env", prepared_env)
-    monkeypatch.setattr(runner, "run_task", run_task)
+    monkeypatch.setattr(task_reports, "run_task", run_task)
     code = cli.main(
         ["matrix", "--deployments", str(f), "--task", str(task), "--reports-dir", "reports"]
     )

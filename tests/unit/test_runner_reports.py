@@ -5,7 +5,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-from rally_keystone_bench.driver import task as runner
+from rally_keystone_bench.driver import outcome as task_outcome
+from rally_keystone_bench.driver import task_reports
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "fixtures"))
 import synthetic  # noqa: E402
@@ -38,8 +39,8 @@ def test_a_relative_reports_directory_gets_the_reports(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     out_dir = Path("reports") / "20261121T000000Z" / "one"
     out_dir.mkdir(parents=True)
-    outcome = runner.TaskOutcome(Path("tasks/x.yaml"), "uuid", 0)
-    runner.write_reports(RallyInItsOwnHome(home), outcome, out_dir)
+    outcome = task_outcome.TaskOutcome(Path("tasks/x.yaml"), "uuid", 0)
+    task_reports.write_reports(RallyInItsOwnHome(home), outcome, out_dir)
     assert len(outcome.workloads) == 1
     assert outcome.json_report == (tmp_path / out_dir / "x.json")
     assert outcome.json_report.is_file() and outcome.html_report.is_file()

@@ -15,6 +15,8 @@ from pathlib import Path
 
 import pytest
 
+from rally_keystone_bench.driver import interrupts, task_reports
+from rally_keystone_bench.driver import outcome as task_outcome
 from rally_keystone_bench.driver import rally as rally_driver
 from rally_keystone_bench.driver import task as rally_task
 from rally_keystone_bench.driver.rally import RallyHome
@@ -75,7 +77,7 @@ def test_a_signal_aborts_the_task_and_rally_is_read_to_its_end(home, tmp_path, s
     (doc/source/gate-ci.rst)."""
     log = tmp_path / "t.rally.log"
     signal_after(5, log, sig)
-    with rally_task.sigterm_as_interrupt(), pytest.raises(Interrupted) as caught:
+    with interrupts.sigterm_as_interrupt(), pytest.raises(Interrupted) as caught:
         rally_task.start_task(home, "env", tmp_path / "t.json", {}, log)
     assert caught.value.signum == sig and caught.value.exit_code == 128 + sig
     assert caught.value.run.uuid == UUID
@@ -120,7 +122,7 @@ def test_a_signal_in_the_middle_of_a_log_write_still_stops_the_task(
     cleanup then takes 0.3 s of the driver's 120 s, as in the first test."""
     log = tmp_path / "t.rally.log"
     monkeypatch.setattr(rally_task, "open", lambda p, *a, **k: ReentrantLog(p, sig), raising=False)
-    with rally_task.sigterm_as_interrupt(), pytest.raises(Interrupted) as caught:
+    with interrupts.sigterm_as_interrupt(), pytest.raises(Interrupted) as caught:
         rally_task.start_task(home, "env", tmp_path / "t.json", {}, log)
     assert caught.value.signum == sig
     lines = log.read_text().splitlines()
@@ -134,11 +136,11 @@ def test_run_task_writes_the_reports_of_what_ran(home, tmp_path, monkeypatch):
     Interrupted carries them. Timing: 0.3 s of cleanup against 120 s, as above."""
     written = []
     monkeypatch.setattr(
-        rally_task, "write_reports", lambda h, outcome, out: written.append(outcome)
+        task_reports, "write_reports", lambda h, outcome, out: written.append(outcome)
     )
     signal_after(5, tmp_path / "out" / "t.rally.log", signal.SIGTERM)
-    with rally_task.sigterm_as_interrupt(), pytest.raises(Interrupted) as caught:
-        rally_task.run_task(home, "env", Path("t.json"), {}, tmp_path / "out")
+    with interrupts.sigterm_as_interrupt(), pytest.raises(Interrupted) as caught:
+        task_reports.run_task(home, "env", Path("t.json"), {}, tmp_path / "out")
     (outcome,) = written
     assert outcome.uuid == UUID and outcome.interrupted == "interrupted by SIGTERM"
     assert caught.value.outcome is outcome
@@ -151,7 +153,7 @@ def test_a_second_signal_skips_the_wait(home, tmp_path, monkeypatch):
     monkeypatch.setattr(rally_task.TaskRun, "stop", lambda self, why: None)  # Rally never stops
     log = tmp_path / "t.rally.log"
     signal_after(5, log, signal.SIGINT, times=2)
-    with rally_task.sigterm_as_interrupt(), pytest.raises(Interrupted) as caught:
+    with interrupts.sigterm_as_interrupt(), pytest.raises(Interrupted) as caught:
         rally_task.start_task(home, "env", tmp_path / "t.json", {}, log)
     assert caught.value.signum == signal.SIGINT
     assert "interrupted again" in log.read_text()
@@ -160,7 +162,7 @@ def test_a_second_signal_skips_the_wait(home, tmp_path, monkeypatch):
 
 def test_handlers_are_restored(home):
     before = signal.getsignal(signal.SIGINT), signal.getsignal(signal.SIGTERM)
-    with rally_task.sigterm_as_interrupt():
+    with interrupts.sigterm_as_interrupt():
         assert signal.getsignal(signal.SIGTERM) is not before[1]
     assert (signal.getsignal(signal.SIGINT), signal.getsignal(signal.SIGTERM)) == before
 
@@ -189,12 +191,14 @@ def test_matrix_keeps_the_interrupted_deployment_in_its_table(tmp_path, monkeypa
         yield types.SimpleNamespace(home=None, name="env")
 
     def interrupted(*a, **k):
-        outcome = rally_task.TaskOutcome(Path("t.yaml"), UUID, 1, workloads=wls, interrupted_by=15)
+        outcome = task_outcome.TaskOutcome(
+            Path("t.yaml"), UUID, 1, workloads=wls, interrupted_by=15
+        )
         raise Interrupted(15, outcome)
 
     monkeypatch.setattr(targets, "build_envs", lambda *a, **k: None)
     monkeypatch.setattr(targets, "prepared_env", env)
-    monkeypatch.setattr(rally_task, "run_task", interrupted)
+    monkeypatch.setattr(task_reports, "run_task", interrupted)
     argv = ["matrix", "--deployments", "d.yaml", "--task", "t.yaml", "--reports-dir", "r"]
     assert cli.main(argv) == 143
     (js,) = tmp_path.glob("r/*/matrix.json")

@@ -5,8 +5,7 @@ from __future__ import annotations
 import json
 import types
 
-from rally_keystone_bench.driver import task as rally_task
-from rally_keystone_bench.driver import task_subset
+from rally_keystone_bench.driver import task_subset, workspace
 from rally_keystone_bench.verbs import gate
 
 ARGS = {
@@ -16,7 +15,7 @@ ARGS = {
 
 
 def test_a_subset_holds_the_named_workloads_exactly_as_the_whole_task_renders_them(tmp_path):
-    task = rally_task.task_file(gate.CLOUD_TASK)
+    task = workspace.task_file(gate.CLOUD_TASK)
     whole = task_subset.render(task, ARGS)["subtasks"]
     wanted = [whole[2]["title"], whole[-1]["title"]]
     path = task_subset.subset(task, ARGS, wanted, tmp_path / "ext.json")
@@ -29,7 +28,7 @@ def test_a_subset_holds_the_named_workloads_exactly_as_the_whole_task_renders_th
 
 
 def test_no_subset_when_every_workload_is_wanted_or_titles_cannot_tell_them_apart(tmp_path):
-    task = rally_task.task_file(gate.CLOUD_TASK)
+    task = workspace.task_file(gate.CLOUD_TASK)
     titles = [s["title"] for s in task_subset.render(task, ARGS)["subtasks"]]
     assert task_subset.subset(task, ARGS, titles, tmp_path / "all.json") is None
     untitled = tmp_path / "untitled.yaml"
@@ -43,7 +42,7 @@ def test_no_subset_when_every_workload_is_wanted_or_titles_cannot_tell_them_apar
 
 
 def test_the_gate_extends_with_the_short_workloads_only(tmp_path):
-    task = rally_task.task_file(gate.CLOUD_TASK)
+    task = workspace.task_file(gate.CLOUD_TASK)
     titles = [s["title"] for s in task_subset.render(task, ARGS)["subtasks"]]
     verdicts = [types.SimpleNamespace(workload=t, inconclusive=None) for t in titles]
     verdicts[4].inconclusive = verdicts[7].inconclusive = "9 clean blocks, 12 needed"

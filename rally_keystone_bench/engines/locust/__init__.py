@@ -4,9 +4,12 @@
 arrivals), shared out among the workers. ``samples``: one record per
 request (intended start, send, answer) and the Rally JSON report built from
 them. ``setup``: the users, projects and tokens made before the load and
-deleted after it. ``locustfile``: what ``locust -f`` loads (master and
-workers). ``engine``: starts a master and K workers for ``keystone-bench load``
-and ``capacity --engine locust``.
+deleted after it. ``locustfile``: what ``locust -f`` loads, a thin entry
+to its parts: ``custom_args`` (the ``--ks-*`` options), ``master`` (and
+``master_files``, what it writes) and ``worker`` (and the user that sends).
+``engine``: starts a master and K workers for ``keystone-bench load`` and
+``capacity --engine locust``.
 
-Nothing here imports gevent or Locust at import time except ``locustfile``.
+Nothing here imports gevent or Locust at import time except ``locustfile``
+and its parts ``master`` and ``worker``.
 """

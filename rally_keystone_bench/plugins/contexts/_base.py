@@ -9,6 +9,7 @@ from typing import Any
 from rally import exceptions
 from rally.common import logging
 from rally.task import context as rally_context
+from rally_openstack.common import consts as os_consts
 from rally_openstack.common import credential as os_credential
 
 from rally_keystone_bench.clients import admin as _admin
@@ -226,3 +227,23 @@ def describe_errors(errors: list[BaseException]) -> str:
     first = errors[0]
     more = f" (and {len(errors) - 1} more failures)" if len(errors) > 1 else ""
     return f"{first}{more}"
+
+
+def user_credential(
+    admin_cred: Any, name: str, password: str, project: dict, domains: tuple[str, str]
+) -> Any:
+    """User NAME's credential, scoped to PROJECT; DOMAINS: the project's and the user's."""
+    return os_credential.OpenStackCredential(
+        auth_url=admin_cred["auth_url"],
+        username=name,
+        password=password,
+        tenant_name=project["name"],
+        permission=os_consts.EndpointPermission.USER,
+        project_domain_name=domains[0],
+        user_domain_name=domains[1],
+        endpoint_type=admin_cred["endpoint_type"],
+        https_insecure=admin_cred["https_insecure"],
+        https_cacert=admin_cred["https_cacert"],
+        region_name=admin_cred["region_name"],
+        api_info=admin_cred["api_info"],
+    )

@@ -8,29 +8,32 @@ cleanup, so that it deletes its own users and never ours. The KeystoneTokens
 scenarios have keystone_bench_default_users as their default instead
 (plugins/contexts/default_users.py): the stock context where the workload
 names no users context, nothing where it names keystone_users.
+
+Three ways to fill it, one module each: the env's existing users (here),
+a directory's users placed in our projects (directory_users.py), users we
+create or reuse under a tag (created_users.py).
 """
 
 from __future__ import annotations
 
 import copy
-import secrets
 from typing import Any
 
 from rally import consts, exceptions
 from rally.common import logging, validation
 from rally.task import context
-from rally_openstack.common import consts as os_consts
 from rally_openstack.common import credential as os_credential
 
 from rally_keystone_bench.clients import admin as _admin
-from rally_keystone_bench.clients import session
+from rally_keystone_bench.clients.auth import UserAuth
 from rally_keystone_bench.clients.credentials import verify_of
 from rally_keystone_bench.clients.retry import RetryStats
-from rally_keystone_bench.clients.tokens import scrub
+from rally_keystone_bench.clients.tokens import TokenClient, TokenRequestError
 from rally_keystone_bench.plugins.contexts import _base, reuse
+from rally_keystone_bench.plugins.contexts.created_users import CreatedUsers
 from rally_keystone_bench.plugins.contexts.directory_users import (
+    DirectoryUsers,
     directory_users_path,
-    load_directory_users,
 )
 
 LOG = logging.getLogger(__name__)
@@ -87,7 +90,7 @@ class UsersConfigValidator(validation.Validator):
 
 @validation.add("keystone_bench_users_config")
 @context.configure(name="keystone_users", platform="openstack", order=111)
-class KeystoneUsers(_base.BenchContext):
+class KeystoneUsers(CreatedUsers, DirectoryUsers, _base.BenchContext):
     """Creates `users_per_tenant` users in each keystone_tenants project, with roles.
 
     `existing: true` uses the users of the Rally env instead (production or
@@ -221,111 +224,6 @@ class KeystoneUsers(_base.BenchContext):
             raise self._fail(missing)
         return bench
 
-    def _use_directory(self) -> None:
-        """Users of a directory's domain (they exist there), granted roles on our projects."""
-        domain = self.config["domain"]
-        bench = self._tenants_bench(
-            "existing: true with a domain puts its users in keystone_tenants' projects: "
-            "add keystone_tenants to the contexts"
-        )
-        projects = bench["projects"]
-        listed = load_directory_users(self.env, domain)
-        need = len(projects) * self.config["users_per_tenant"]
-        if need > len(listed):
-            raise self._fail(
-                f"domain {domain} lists {len(listed)} directory users, the task needs {need} "
-                f"({len(projects)} projects x {self.config['users_per_tenant']} users): "
-                f"start the directory with --ldap-users {need}"
-            )
-        admin, admin_cred, role_ids = self._admin_and_roles()
-        workers = self.config["resource_management_workers"]
-        try:
-            self.domain_id = admin.resolve_domain(domain)
-        except Exception as exc:
-            raise self._fail(f"domain {domain}: {exc}") from None
-        project_domain = admin.domain_name(bench["domain_id"])
-        plan = [
-            (listed[i * self.config["users_per_tenant"] + j], p)
-            for i, p in enumerate(projects)
-            for j in range(self.config["users_per_tenant"])
-        ]
-
-        def place(step: tuple[dict, dict]) -> dict:
-            entry, project = step
-            found = admin.find("users", entry["name"], self.domain_id)
-            if len(found) != 1:
-                raise RuntimeError(f"user {entry['name']} not found in domain {domain}")
-            user_id = found[0]["id"]
-            for role, role_id in role_ids.items():
-                admin.grant(
-                    project["id"],
-                    user_id,
-                    role_id,
-                    f"grant role {role} to user {entry['name']} on project {project['name']}",
-                )
-                self.granted.append((project["id"], user_id, role_id))
-            # One token now, before the load: Keystone records an LDAP user
-            # (its shadow user) at the first authentication, and two workers
-            # doing that for the same user at once collide (seen: 409
-            # "Duplicate entry ... nonlocal_user", a failed iteration).
-            if not admin.authenticates(user_id, entry["password"], project["id"]):
-                raise RuntimeError(
-                    f"user {entry['name']} of domain {domain} cannot authenticate with the "
-                    "password in the directory users file"
-                )
-            cred = os_credential.OpenStackCredential(
-                auth_url=admin_cred["auth_url"],
-                username=entry["name"],
-                password=entry["password"],
-                tenant_name=project["name"],
-                permission=os_consts.EndpointPermission.USER,
-                project_domain_name=project_domain,
-                user_domain_name=domain,
-                endpoint_type=admin_cred["endpoint_type"],
-                https_insecure=admin_cred["https_insecure"],
-                https_cacert=admin_cred["https_cacert"],
-                region_name=admin_cred["region_name"],
-                api_info=admin_cred["api_info"],
-            )
-            return {"id": user_id, "credential": cred, "tenant_id": project["id"]}
-
-        users, errors, aborted = _admin.run_parallel(place, plan, workers, self.abort_watch())
-        if errors:
-            raise self._fail(f"{_base.describe_errors(errors)}; grants revoked at cleanup")
-        if aborted:
-            raise self._fail("task aborted during setup; grants revoked at cleanup")
-        order = {e["name"]: i for i, (e, _) in enumerate(plan)}
-        users.sort(key=lambda u: order[u["credential"]["username"]])
-        self._publish(users, {p["id"]: p["name"] for p in projects})
-        LOG.info(
-            f"keystone_users: {len(users)} users of domain {domain} in {len(projects)} "
-            f"projects, roles {', '.join(role_ids)}"
-        )
-
-    def _revoke_granted(self) -> None:
-        """Revoke the roles granted to directory users; raise if any stay."""
-        if not self.granted:
-            return
-        workers = self.config["resource_management_workers"]
-        stats = RetryStats()
-        admin = self.admin or self.make_admin(workers, stats)
-        admin.stats = stats
-        granted, self.granted = list(self.granted), []
-
-        def revoke(grant: tuple[str, str, str]) -> tuple[str, str, str]:
-            admin.revoke(*grant)
-            return grant
-
-        done, errors, _ = _admin.run_parallel(revoke, granted, workers, fail_fast=False)
-        self.report_retries("cleanup", stats)
-        if errors:
-            self.granted = [g for g in granted if g not in set(done)]
-            raise exceptions.RallyException(
-                f"keystone_users cleanup: {_base.describe_errors(errors)}; "
-                f"{len(self.granted)} role grants left behind"
-            )
-        LOG.info(f"keystone_users: revoked {len(done)} role grants of directory users")
-
     def _admin_and_roles(self) -> tuple[Any, Any, dict]:
         """The admin client (kept for cleanup), its credential and the ids of the roles to grant."""
         self.admin = admin = self.make_admin(self.config["resource_management_workers"], self.stats)
@@ -334,195 +232,6 @@ class KeystoneUsers(_base.BenchContext):
         except ValueError as exc:
             raise self._fail(f"roles: {exc}") from None
         return admin, self.admin_credential(), role_ids
-
-    def _create(self) -> None:
-        bench = self._tenants_bench(
-            "keystone_users creates its users in keystone_tenants' projects: "
-            "add keystone_tenants to the contexts (or use existing: true)"
-        )
-        projects = bench["projects"]
-        admin, admin_cred, role_ids = self._admin_and_roles()
-        workers = self.config["resource_management_workers"]
-        project_domain = bench["domain_id"]
-        if self.config.get("user_domain"):
-            self.domain_id = admin.resolve_domain(self.config["user_domain"])
-        else:
-            self.domain_id = project_domain
-        domain_names = {d: admin.domain_name(d) for d in {project_domain, self.domain_id}}
-
-        tag = self.config.get("reuse")
-        found: dict[str, dict] = {}
-        if tag:
-            self.kept = True
-            self.state = reuse.load_state(tag, admin_cred["auth_url"])
-            found = self._tagged_users(admin, projects)
-            description = _base.reuse_description(tag)
-        else:
-            description = f"rally-keystone-bench task {self.task_uuid()}"
-        known = self.state["users"] if self.state else {}
-        plan = self._plan(projects, found, known, tag)
-        domains = (domain_names[project_domain], domain_names[self.domain_id])
-
-        def grant_all(user_id: str, name: str, project: dict, have=frozenset()) -> None:
-            for role, role_id in role_ids.items():
-                if (user_id, role_id) not in have:
-                    admin.grant(
-                        project["id"],
-                        user_id,
-                        role_id,
-                        f"grant role {role} to user {name} on project {project['name']}",
-                    )
-
-        def do(step: tuple[str, dict, str]) -> dict:
-            name, project, action = step
-            if action == "reuse":
-                user_id = found[name]["id"]
-                password = known[user_id]["password"]
-            else:
-                password = secrets.token_urlsafe(18)
-                if action == "create":
-                    user_id = self._new_user(admin, name, password, project, description)
-                else:  # reset: a tag's user whose password this machine does not know
-                    user_id = found[name]["id"]
-                    admin.set_password(user_id, password)
-                if self.state is not None:
-                    self.state["users"][user_id] = {"name": name, "password": password}
-                grant_all(user_id, name, project)
-            return {
-                "id": user_id,
-                "credential": _user_credential(admin_cred, name, password, project, domains),
-                "tenant_id": project["id"],
-                "action": action,
-                "_password": password,
-            }
-
-        try:
-            users, errors, aborted = _admin.run_parallel(do, plan, workers, self.abort_watch())
-            if not errors and not aborted and any(u["action"] == "reuse" for u in users):
-                self._check_reused(users, role_ids, grant_all)
-        finally:
-            if self.state is not None:
-                self.state["domain_id"] = self.domain_id
-                reuse.save_state(self.state)
-        self._publish_created(users, errors, aborted, plan, projects, role_ids)
-
-    def _tagged_users(self, admin: Any, projects: list[dict]) -> dict[str, dict]:
-        """The users already in the user domain whose names are this context's, by name."""
-        found: dict[str, dict] = {}
-        for p in projects:
-            prefix = p["name"] + "-u"
-            for u in admin.list_prefixed("users", prefix, self.domain_id):
-                found[u["name"]] = u
-        return found
-
-    def _plan(
-        self, projects: list[dict], found: dict, known: dict, tag: str | None
-    ) -> list[tuple[str, dict, str]]:
-        """(name, project, action) for each user: create it, reuse it, or reset its password."""
-        plan: list[tuple[str, dict, str]] = []
-        for p in projects:
-            for j in range(self.config["users_per_tenant"]):
-                name = _base.user_name(p["name"], j)
-                if name not in found:
-                    plan.append((name, p, "create"))
-                elif not _base.owned_by_tag(found[name], tag):
-                    raise self._fail(
-                        f"user {name} exists but is not marked as reuse tag {tag!r}'s; "
-                        "it is left alone: choose another tag"
-                    )
-                elif found[name]["id"] in known:
-                    plan.append((name, p, "reuse"))
-                else:
-                    plan.append((name, p, "reset"))
-        return plan
-
-    def _new_user(self, admin: Any, name: str, password: str, project: dict, why: str) -> str:
-        """Create user NAME in the user domain; its id. A failed call may have made it."""
-        try:
-            record = admin.create(
-                "users",
-                name,
-                {"password": password, "default_project_id": project["id"], "description": why},
-                self.domain_id,
-            )
-        except Exception:
-            self.uncertain.append(name)
-            raise
-        self.created.append({"id": record["id"], "name": name})
-        return record["id"]
-
-    def _publish_created(
-        self, users: list, errors: list, aborted: bool, plan: list, projects: list, role_ids: dict
-    ) -> None:
-        """Fail on any error or an abort; else put the users in the context, in plan order."""
-        tag = self.config.get("reuse")
-        counts = {
-            a: sum(1 for u in users if u["action"] == a) for a in ("create", "reuse", "reset")
-        }
-        if errors:
-            raise self._fail(
-                f"{_base.describe_errors(errors)}; created {counts['create']} of "
-                f"{sum(1 for s in plan if s[2] == 'create')} users"
-                + ("" if self.kept else ", removed at cleanup")
-            )
-        if aborted:
-            raise self._fail(
-                f"task aborted during setup; created {counts['create']} users"
-                + ("" if self.kept else ", removed at cleanup")
-            )
-        order = {s[0]: i for i, s in enumerate(plan)}
-        users.sort(key=lambda u: order[u["credential"]["username"]])
-        for u in users:
-            u.pop("action")
-            u.pop("_password")
-        self._publish(users, {p["id"]: p["name"] for p in projects})
-        LOG.info(
-            f"keystone_users: {counts['create']} users created"
-            + (f", {counts['reuse']} reused, {counts['reset']} passwords reset" if tag else "")
-            + f" in {len(projects)} projects, roles {', '.join(role_ids)}"
-        )
-
-    def _check_reused(self, users: list[dict], role_ids: dict, grant_all) -> None:
-        """Reused users still hold their roles, and (one per project) still authenticate.
-
-        A project whose sampled user fails has every user checked, and the
-        passwords of those that fail are reset.
-        """
-        admin = self.admin
-        assert admin is not None
-        by_project: dict[str, list[dict]] = {}
-        for u in users:
-            if u["action"] == "reuse":
-                by_project.setdefault(u["tenant_id"], []).append(u)
-        workers = self.config["resource_management_workers"]
-
-        def check_project(item: tuple[str, list[dict]]) -> int:
-            project_id, members = item
-            have = admin.role_assignments(project_id)
-            project = {"id": project_id, "name": members[0]["credential"]["tenant_name"]}
-            for u in members:
-                grant_all(u["id"], u["credential"]["username"], project, have)
-            sample = members[0]
-            if admin.authenticates(sample["id"], sample["_password"], project_id):
-                return 0
-            stale = [
-                u for u in members if not admin.authenticates(u["id"], u["_password"], project_id)
-            ]
-            for u in stale:
-                password = secrets.token_urlsafe(18)
-                admin.set_password(u["id"], password)
-                u["credential"]["password"] = password
-                u["_password"] = password
-                u["action"] = "reset"
-                self.state["users"][u["id"]] = {
-                    "name": u["credential"]["username"],
-                    "password": password,
-                }
-            return len(stale)
-
-        _, errors, _ = _admin.run_parallel(check_project, list(by_project.items()), workers)
-        if errors:
-            raise self._fail(f"checking reused users: {_base.describe_errors(errors)}")
 
     def _publish(self, users: list[dict], project_names: dict[str, str] | None = None) -> None:
         """context["users"] and context["tenants"], as the stock users context sets them."""
@@ -570,30 +279,9 @@ class KeystoneUsers(_base.BenchContext):
 
 def _whoami(cred: Any) -> tuple[str, str]:
     """(user id, project id) of a credential, from one project-scoped token."""
-    auth = session.password_auth(cred)
+    client = TokenClient(cred["auth_url"], verify=verify_of(cred))
     try:
-        access = auth.get_access(session.build(cred["auth_url"], verify=verify_of(cred)))
-    except Exception as exc:
-        message = scrub(str(exc), [cred["password"] or ""])
-        raise RuntimeError(f"user {cred['username']}: {message}") from None
-    return access.user_id, access.project_id
-
-
-def _user_credential(
-    admin_cred: Any, name: str, password: str, project: dict, domains: tuple[str, str]
-) -> Any:
-    """User NAME's credential, scoped to PROJECT; DOMAINS: the project's and the user's."""
-    return os_credential.OpenStackCredential(
-        auth_url=admin_cred["auth_url"],
-        username=name,
-        password=password,
-        tenant_name=project["name"],
-        permission=os_consts.EndpointPermission.USER,
-        project_domain_name=domains[0],
-        user_domain_name=domains[1],
-        endpoint_type=admin_cred["endpoint_type"],
-        https_insecure=admin_cred["https_insecure"],
-        https_cacert=admin_cred["https_cacert"],
-        region_name=admin_cred["region_name"],
-        api_info=admin_cred["api_info"],
-    )
+        result = client.issue(UserAuth.from_credential(cred), include_catalog=False)
+    except TokenRequestError as exc:  # its message is scrubbed of the password
+        raise RuntimeError(f"user {cred['username']}: {exc}") from None
+    return result.user_id, result.project_id

@@ -24,7 +24,14 @@ from rally.task import validation
 from rally_openstack.task import scenario
 
 from rally_keystone_bench.clients import auth_paths, credentials
-from rally_keystone_bench.clients.auth import SCOPES, UserAuth, scope_body
+from rally_keystone_bench.clients.auth import (
+    SCOPES,
+    UserAuth,
+    identity_body,
+    password_totp_identity,
+    scope_body,
+    trust_scope,
+)
 from rally_keystone_bench.clients.pool import shared_client
 from rally_keystone_bench.clients.tokens import Token, TokenRequestError, TokenResult
 from rally_keystone_bench.plugins.scenarios.tokens import (
@@ -166,8 +173,8 @@ def _issue_by(
     if path == "trust":
         trustee, trust_id = _prepared(client, auth, path)
         return client.issue_with(
-            auth_paths.password_identity(trustee),
-            auth_paths.trust_scope(trust_id),
+            identity_body("password", trustee),
+            trust_scope(trust_id),
             include_catalog,
             secrets=trustee.secrets(),
             timer=timer,
@@ -175,7 +182,7 @@ def _issue_by(
     if path == "totp":
         passcode = auth_paths.totp_code(_prepared(client, auth, path))
         return client.issue_with(
-            auth_paths.password_totp_identity(auth, passcode),
+            password_totp_identity(auth, passcode),
             scope_body(scope, auth),
             include_catalog,
             secrets=[*auth.secrets(), passcode],

@@ -16,7 +16,13 @@ from rally.task import validation
 from rally_openstack.task import scenario
 
 from rally_keystone_bench.clients import auth_paths
-from rally_keystone_bench.clients.auth import SCOPES, scope_body
+from rally_keystone_bench.clients.auth import (
+    SCOPES,
+    identity_body,
+    password_totp_identity,
+    scope_body,
+    trust_scope,
+)
 from rally_keystone_bench.clients.tokens import TokenClient, TokenResult
 from rally_keystone_bench.plugins.scenarios.tokens import CHECK, ISSUE, VALIDATE, _TokenScenario
 
@@ -46,16 +52,16 @@ class _PathScenario(_TokenScenario):
         if not made or user_id not in made:
             raise MissingContext(f"path {path} needs the {NEEDS[path]} context")
         if path == "trust":
-            identity = auth_paths.password_identity(auth)
+            identity = identity_body("password", auth)
             return client.issue_with(
                 identity,
-                auth_paths.trust_scope(made[user_id]),
+                trust_scope(made[user_id]),
                 include_catalog,
                 secrets=auth.secrets(),
                 timer=timer,
             )
         passcode = auth_paths.totp_code(made[user_id]["secret"])
-        identity = auth_paths.password_totp_identity(auth, passcode)
+        identity = password_totp_identity(auth, passcode)
         secrets = [*auth.secrets(), passcode]
         return client.issue_with(
             identity, scope_body(scope, auth), include_catalog, secrets=secrets, timer=timer
