@@ -104,7 +104,7 @@ def test_the_second_probe_of_a_search_issues_none_of_the_pools_tokens(small_keys
                 home, "probe", shipped.probe_task_path(), args, log, config=home.quiet_config()
             )
             report = tmp_path / f"probe-{k}.json"
-            assert run.uuid and rally_task.json_report(home, run.uuid, report)
+            assert run.uuid and task_reports.json_report(home, run.uuid, report)
             (wl,) = results.load(report)
             assert wl.iterations == int(rate * (warmup + window)), wl.iterations
             assert wl.failed_iterations == 0, log.read_text()[-2000:]  # kept tokens accepted
