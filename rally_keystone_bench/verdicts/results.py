@@ -30,6 +30,7 @@ from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from rally_keystone_bench.errors import BenchError
+from rally_keystone_bench.verdicts.error_text import http_status, redact, shorten_secrets
 from rally_keystone_bench.verdicts.jsonstream import JsonStream
 
 if TYPE_CHECKING:
@@ -40,55 +41,6 @@ TOTAL = "total"  # pseudo action: the whole iteration, as in Rally's tables
 # Runners whose config holds a target rate: Rally's rps, our pooled_rps and the
 # Locust engine's open model (engines/locust).
 RPS_RUNNERS = ("rps", "pooled_rps", "locust")
-
-_HTTP_RE = re.compile(r"\bHTTP[ /:]*(?:1\.[01] )?([1-5]\d\d)\b")
-_STATUS_RE = re.compile(r"\b(?:status(?: code)?|code)[ :=]+([1-5]\d\d)\b", re.I)
-_EXC_STATUS = {
-    "BadRequest": 400,
-    "Unauthorized": 401,
-    "Forbidden": 403,
-    "NotFound": 404,
-    "Conflict": 409,
-    "InternalServerError": 500,
-    "HttpServerError": 500,
-    "BadGateway": 502,
-    "ServiceUnavailable": 503,
-    "GatewayTimeout": 504,
-}
-# A token (Fernet tokens are ~180 characters of base64url) or any long secret-like
-# run of characters; shortened to its first 8 characters wherever it is shown.
-_TOKEN_RE = re.compile(r"[A-Za-z0-9_\-]{32,}={0,2}")
-_REQ_ID_RE = re.compile(r"req-[0-9a-f\-]{36}")
-_SECRET_KEY_RE = re.compile(r"pass(word)?|secret|token|credential|key$", re.I)
-
-
-def shorten_secrets(text: str, limit: int = 300) -> str:
-    """``text`` with token-like strings cut to 8 characters and request ids masked."""
-    text = _REQ_ID_RE.sub("req-…", text)
-    text = _TOKEN_RE.sub(lambda m: m.group(0)[:8] + "…", text)
-    return text if len(text) <= limit else text[: limit - 1] + "…"
-
-
-def redact(value: Any) -> Any:
-    """A copy of ``value`` with password, secret and token entries hidden."""
-    if isinstance(value, Mapping):
-        return {
-            k: ("***" if isinstance(k, str) and _SECRET_KEY_RE.search(k) else redact(v))
-            for k, v in value.items()
-        }
-    if isinstance(value, list | tuple):
-        return [redact(v) for v in value]
-    if isinstance(value, str):
-        return shorten_secrets(value, limit=10_000)
-    return value
-
-
-def http_status(error_type: str, message: str) -> int | None:
-    """The HTTP status an iteration error names, if any."""
-    m = _HTTP_RE.search(message) or _STATUS_RE.search(message)
-    if m:
-        return int(m.group(1))
-    return _EXC_STATUS.get(error_type)
 
 
 @dataclasses.dataclass
