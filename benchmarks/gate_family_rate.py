@@ -30,7 +30,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _machine import describe  # noqa: E402
 
-from rally_keystone_bench.verdicts import family, pairing  # noqa: E402
+from rally_keystone_bench.verdicts import family, family_verdict, pairing  # noqa: E402
 
 
 def recorded(paths: list[str]) -> tuple[dict[str, list[float]], int, float, float]:
@@ -65,7 +65,7 @@ def one_gate(ratios: dict[str, list[float]], n: int, alpha: float, thr: float, r
         naive |= j.regression
         blocks = []
         verdicts.append(pairing.ActionVerdict(key, "latency", blocks, j, None, None))
-    pairing.judge_family(verdicts, alpha, thr)
+    family_verdict.judge_family(verdicts, alpha, thr)
     return any(v.regression for v in verdicts), naive
 
 

@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 
 from rally_keystone_bench.errors import BenchError
-from rally_keystone_bench.verdicts import cpu, failures, family, pairing
+from rally_keystone_bench.verdicts import cpu, failures, family, family_verdict, pairing
 from rally_keystone_bench.verdicts.cpu import Interval
 from rally_keystone_bench.verdicts.pairing import Block, Bounds, GateResult
 from rally_keystone_bench.verdicts.results import Workload
@@ -192,7 +192,7 @@ def judge_runs(
         v.base_success, v.cand_success = f.base_success, f.cand_success
         v.failure_verdict, v.failure_regression = f.verdict, f.regression
         verdicts.append(v)
-    tests = pairing.judge_family(verdicts, s.alpha, s.threshold)
+    tests = family_verdict.judge_family(verdicts, s.alpha, s.threshold)
     return pairing.GateResult(
         base_name, cand_name, s.threshold, s.alpha, s.block_seconds, s.bounds, verdicts,
         len(runs), s.max_failure_increase, tests=tests, blocks_needed=needed,

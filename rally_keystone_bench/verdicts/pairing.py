@@ -20,7 +20,7 @@ the ratios.
 
 The gate makes one latency test per workload and action, and its promise
 holds for all of them together (:mod:`verdicts.family`): the p-values are
-Holm-adjusted over the family (:func:`judge_family`), every action needs the
+Holm-adjusted over the family (``family_verdict.judge_family``), every action needs the
 clean blocks that let its test reach the strictest corrected level, and an
 action slower than the threshold whose corrected p-value does not reach
 alpha is inconclusive (the gate extends itself), never a pass. Server CPU
@@ -50,14 +50,6 @@ KIND_WAITS = "waits"
 KIND_BOTH = "burns CPU and waits"
 KIND_UNKNOWN = "slower (server CPU not measured)"
 KIND_FAILS = "fails"
-# A busy machine: other processes above BUSY_OTHER cores (median over a workload's
-# clean blocks). There, an A/A gate of keystone 30.0.0 against itself saw one
-# workload's candidate 1.22x slower on 12 of 13 blocks (other processes 0.72-0.87
-# core, load average 17; doc/source/gate.rst): steady load does not always fall on
-# both sides alike. A slowdown within BUSY_MARGIN percent on such blocks is
-# inconclusive, never a conviction.
-BUSY_OTHER = 0.5
-BUSY_MARGIN = 30.0
 # The added server CPU as a share of the added latency that names the kind:
 # at least CPU_SHARE -> burns CPU; at most WAIT_SHARE -> waits; between: both.
 CPU_SHARE = 2.0 / 3.0
@@ -122,7 +114,7 @@ class Block:
 
     @property
     def ratio(self) -> float:
-        return _median(self.ratios)
+        return median(self.ratios)
 
     @property
     def cpu_ratio(self) -> float:
@@ -147,7 +139,7 @@ class Block:
         }
 
 
-def _median(values: Sequence[float]) -> float:
+def median(values: Sequence[float]) -> float:
     import numpy as np
 
     return float(np.median(values)) if len(values) else math.nan
@@ -172,7 +164,7 @@ def make_block(
     """A block from its pairs' latencies (BASE[i] and CAND[i] are one pair)."""
     ratios = [c / b for b, c in zip(base, cand, strict=True) if b > 0]
     return Block(
-        index, start, end, ratios, _median(base), _median(cand), base_cpu, cand_cpu, interference
+        index, start, end, ratios, median(base), median(cand), base_cpu, cand_cpu, interference
     )
 
 
@@ -226,34 +218,19 @@ def judge_ratios(
     med, lo, hi = stats.median_ci(r, seed=seed)
     p = stats.wilcoxon_signed_rank(np.log(r)).p_value
     text = stats.verdict(med, p, alpha, threshold, higher_is=words[0], lower_is=words[1])
-    regression = convicts and _beyond(med, p, alpha, threshold)
+    regression = convicts and beyond(med, p, alpha, threshold)
     return Judgement(
-        name, int(r.size), med, lo, hi, p, _median(base), _median(cand), text, regression
+        name, int(r.size), med, lo, hi, p, median(base), median(cand), text, regression
     )
 
 
-def _beyond(ratio: float, p: float, alpha: float, threshold: float) -> bool:
+def beyond(ratio: float, p: float, alpha: float, threshold: float) -> bool:
     """Significantly slower by more than the threshold."""
     return bool(p < alpha and ratio > 1.0 and stats.change_percent(ratio) > threshold)
 
 
-def _over_threshold(ratio: float, threshold: float) -> bool:
+def over_threshold(ratio: float, threshold: float) -> bool:
     return math.isfinite(ratio) and ratio > 1.0 and stats.change_percent(ratio) > threshold
-
-
-def corrected(
-    j: Judgement, p_adjusted: float, tests: int, alpha: float, threshold: float
-) -> Judgement:
-    """J decided on its Holm-adjusted p-value within a family of TESTS."""
-    words = ("slower", "faster")
-    text = stats.verdict(j.ratio, p_adjusted, alpha, threshold, *words)
-    return dataclasses.replace(
-        j,
-        p_adjusted=p_adjusted,
-        tests=tests,
-        verdict=text,
-        regression=_beyond(j.ratio, p_adjusted, alpha, threshold),
-    )
 
 
 @dataclasses.dataclass
@@ -407,46 +384,6 @@ def kind_of(added_latency_ms: float, added_cpu_ms: float) -> str:
     return KIND_BOTH
 
 
-def judge_family(verdicts: Sequence[ActionVerdict], alpha: float, threshold: float) -> int:
-    """Holm-correct the latency tests of VERDICTS together; returns the family's size.
-
-    An action slower than the threshold whose corrected p-value does not
-    reach ALPHA becomes inconclusive: more blocks could tell, so the gate
-    extends itself rather than pass it.
-    """
-    tests = len(verdicts)
-    judged = [v for v in verdicts if v.latency is not None and not v.inconclusive]
-    adjusted = family.holm([v.latency.p_value for v in judged])
-    for v, p_adj in zip(judged, adjusted, strict=True):
-        assert v.latency is not None
-        v.latency = corrected(v.latency, p_adj, tests, alpha, threshold)
-        if not v.latency.regression and _over_threshold(v.latency.ratio, threshold):
-            v.inconclusive = (
-                f"{stats.format_ratio(v.latency.ratio)} on {v.latency.n_clean} clean blocks, "
-                f"but p={v.latency.p_adjusted:.2g} after Holm's correction over {tests} "
-                f"tests does not reach alpha {alpha:g}: more blocks needed"
-            )
-        elif v.latency.regression and not _over_threshold(v.latency.ratio, BUSY_MARGIN):
-            busy = busy_load(v)
-            if busy is not None:
-                v.latency = dataclasses.replace(v.latency, regression=False)
-                v.inconclusive = (
-                    f"{stats.format_ratio(v.latency.ratio)} on {v.latency.n_clean} clean blocks "
-                    f"of a busy machine (other processes {busy:.2f} core median): within the "
-                    f"{BUSY_MARGIN:g}% an unchanged Keystone was seen to move there"
-                )
-    return tests
-
-
-def busy_load(v: ActionVerdict) -> float | None:
-    """Other processes' median CPU over V's clean blocks when above BUSY_OTHER, else None."""
-    seen = [b.interference.other for b in v.blocks if b.set_aside is None and b.interference]
-    if not seen:
-        return None
-    level = _median(seen)
-    return level if level > BUSY_OTHER else None
-
-
 @dataclasses.dataclass
 class GateResult:
     """Every action's verdict; ``exit_code`` is what CI sees."""
@@ -461,7 +398,7 @@ class GateResult:
     rounds: int = 1  # task runs (the gate extends itself with more)
     max_failure_increase: float = 0.0  # percentage points
     notes: list[str] = dataclasses.field(default_factory=list)
-    tests: int = 1  # latency tests in the family (judge_family)
+    tests: int = 1  # latency tests in the family (family_verdict.judge_family)
     blocks_needed: int = MIN_CLEAN_BLOCKS  # clean blocks each action needed
 
     @property
@@ -521,9 +458,9 @@ class GateResult:
         return (
             f"clean blocks: {clean} of {len(blocks)} ({self.block_seconds:g} s each, "
             f"{self.rounds} task run{'s' if self.rounds != 1 else ''}); "
-            f"interference: other processes {_median(other):.2f} core median, "
+            f"interference: other processes {median(other):.2f} core median, "
             f"{max(other):.2f} max; steal {max(i.steal for i in seen):.2f} core max; "
-            f"load generator {_median([i.generator for i in seen]):.2f} core median"
+            f"load generator {median([i.generator for i in seen]):.2f} core median"
         )
 
     def as_dict(self) -> dict[str, Any]:

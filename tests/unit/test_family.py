@@ -5,7 +5,7 @@ import math
 import numpy as np
 import pytest
 
-from rally_keystone_bench.verdicts import family, pairing
+from rally_keystone_bench.verdicts import family, family_verdict, pairing
 from rally_keystone_bench.verdicts.pairing import Bounds, Interference
 
 QUIET = Interference(other=0.3, other_swing=0.1, steal=0.0, generator=0.1)
@@ -32,7 +32,7 @@ def gate(actions: list[list[pairing.Block]], alpha: float = 0.01) -> pairing.Gat
                              Bounds(), needed)
         for i, b in enumerate(actions)
     ]  # fmt: skip
-    tests = pairing.judge_family(verdicts, alpha, 10.0)
+    tests = family_verdict.judge_family(verdicts, alpha, 10.0)
     return pairing.GateResult("A", "B", 10.0, alpha, 2.0, Bounds(), verdicts, tests=tests,
                               blocks_needed=needed)  # fmt: skip
 
