@@ -18,7 +18,8 @@ The figures are only the idle-machine figures the docs quote when the
 says so beside each run.
 
     python benchmarks/capacity_repeat.py [--runs 3] [--scenarios validate,authenticate]
-        [--databases sqlite,postgresql] [--target local|mock] [-- CAPACITY OPTIONS]
+        [--databases sqlite,postgresql] [--target local|mock] [--keep DIR]
+        [-- CAPACITY OPTIONS]
 
 Options after ``--`` go to every ``keystone-bench capacity`` (``--warmup 10
 --window 30``, ``--low``, ``--high``, ``--workers``...). ``--target mock``
@@ -31,6 +32,7 @@ two probes of 4 s; 11 minutes on this 2-core machine at load 20-25), is
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import statistics
@@ -135,6 +137,9 @@ def main() -> int:
     parser.add_argument(
         "--smoke", action="store_true", help="one short search of validations on the mock"
     )
+    parser.add_argument(
+        "--keep", metavar="DIR", help="keep every search's reports in DIR (default: deleted)"
+    )
     args = parser.parse_args(argv)
     if args.smoke:
         args.runs, args.scenarios, args.target = 1, "validate", "mock"
@@ -143,7 +148,12 @@ def main() -> int:
     print(f"machine: {_machine.describe()}")
     print(f"load average at the start: {', '.join(f'{v:.2f}' for v in os.getloadavg())}")
     print(f"capacity options: {' '.join(extra) or '(defaults)'}; target {args.target}")
-    with tempfile.TemporaryDirectory(prefix="capacity-repeat-") as tmp:
+    with contextlib.ExitStack() as stack:
+        if args.keep:
+            tmp = args.keep
+            Path(tmp).mkdir(parents=True, exist_ok=True)
+        else:
+            tmp = stack.enter_context(tempfile.TemporaryDirectory(prefix="capacity-repeat-"))
         for scenario in args.scenarios.split(","):
             for database in databases:
                 print(f"{scenario}, {database}:", flush=True)
