@@ -153,13 +153,17 @@ class LocalKeystone(RunFiles):
         self._pick_ports()
         if self.pids:
             raise BenchError(f"a Keystone from {self.run_dir} is already running: stop it first")
+        # A retry's stop() removes the trace key; the next attempt writes the same one back,
+        # or a key shared with other deployments (the gate's) would no longer match ours.
+        trace_key = tracing.read_key(self.run_dir) if dep.trace else None
         for attempt in range(1, ports.ATTEMPTS + 1):
             marks = ports.log_marks(self.run_dir)
             try:
                 self._check_cancelled()
                 self._start_backends()
                 if dep.trace:
-                    tracing.prepare(self.run_dir)
+                    tracing.prepare(self.run_dir, trace_key)
+                    trace_key = tracing.read_key(self.run_dir)
                 if not self.initialised_path.exists():
                     self._initialise()
                 elif dep.trace:

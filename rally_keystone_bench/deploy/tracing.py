@@ -40,14 +40,32 @@ def store_path(run_dir: Path) -> Path:
     return Path(run_dir) / STORE_DIR
 
 
-def prepare(run_dir: Path) -> None:
-    """Create the run's key (0600, once) and an empty trace store (0700)."""
+def prepare(run_dir: Path, key_text: str | None = None) -> None:
+    """Create the run's key (0600, once) and an empty trace store (0700).
+
+    KEY_TEXT: the key to write when there is none (the one a start found
+    before it stopped and retried); else a new random one.
+    """
     key = key_path(run_dir)
     if not key.exists():
         fd = os.open(key, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
         with os.fdopen(fd, "w") as out:
-            out.write(secrets.token_hex(32) + "\n")
+            out.write(key_text or secrets.token_hex(32) + "\n")
     store_path(run_dir).mkdir(mode=0o700, exist_ok=True)
+
+
+def read_key(run_dir: Path) -> str | None:
+    """The run's key file as it is (None: there is none); never for a log."""
+    try:
+        return key_path(run_dir).read_text()
+    except OSError:
+        return None
+
+
+def same_key(run_dir: Path, other: Path) -> bool:
+    """Whether RUN_DIR's Keystone holds the key OTHER's clients sign with (both present)."""
+    mine, theirs = read_key(run_dir), read_key(other)
+    return mine is not None and theirs is not None and mine.strip() == theirs.strip()
 
 
 def config(run_dir: Path) -> dict[str, str]:

@@ -16,10 +16,11 @@ from rally_keystone_bench.verdicts.counters import CACHE, CounterChange, finding
 def format_changes(
     changes: Sequence[CounterChange], latency_changed: Mapping[str, bool] | None = None
 ) -> list[str]:
-    """Changed counters first, each a sentence; a finding where latency did not move."""
+    """Changed counters first, then unknown ones, each a sentence; a finding where latency
+    did not move."""
     latency_changed = latency_changed or {}
     lines = []
-    ordered = sorted(changes, key=lambda c: (not c.failed, not c.changed))
+    ordered = sorted(changes, key=lambda c: (not c.failed, not c.changed, not c.unknown))
     for change in ordered:
         if change.counter == CACHE and not change.changed:
             continue  # shown when they moved: an unchanged line per workload says nothing
@@ -35,6 +36,7 @@ def add_to_junit(xml_text: str, changes: Sequence[CounterChange]) -> str:
     """XML_TEXT (a JUnit testsuite) with a test case per action's SQL statement count."""
     suite = ET.fromstring(xml_text)
     failures = int(suite.get("failures", "0"))
+    skipped = int(suite.get("skipped", "0"))
     for change in changes:
         case = ET.SubElement(
             suite,
@@ -49,10 +51,14 @@ def add_to_junit(xml_text: str, changes: Sequence[CounterChange]) -> str:
                 case, "failure", message=change.sentence(), type="counter regression"
             )
             failure.text = change.sentence()
+        elif change.unknown:  # not judged: neither a pass nor a failure
+            skipped += 1
+            ET.SubElement(case, "skipped", message=change.sentence())
         out = ET.SubElement(case, "system-out")
         out.text = change.sentence()
     suite.set("tests", str(len(suite.findall("testcase"))))
     suite.set("failures", str(failures))
+    suite.set("skipped", str(skipped))
     return (
         '<?xml version="1.0" encoding="UTF-8"?>\n' + ET.tostring(suite, encoding="unicode") + "\n"
     )
@@ -74,7 +80,7 @@ def with_evidence(
     before it (they are exact), unchanged ones after it, then py-spy's functions whose
     self time rose most (candidate minus OTHER, the base or the baseline)."""
     counts = format_changes(changes, latency_changed)
-    moved = any(c.changed for c in changes)
+    moved = any(c.changed or c.unknown for c in changes)
     lines = [*(counts if moved else []), verdict, *(counts if not moved else [])]
     if went:
         lines.append(
@@ -93,12 +99,13 @@ def evidence_html(
 ) -> dict[str, Any] | None:
     """What gate.html and compare.html show of Keystone's evidence, or None without any.
 
-    ``counts``: the lines of the counters that changed, as printed; ``unchanged``:
-    the others' lines (folded away on the page); ``went``: py-spy's sentences;
-    ``chart``: the same functions as bars, OTHER's self time beside the candidate's.
+    ``counts``: the lines of the counters that changed or are unknown, as printed;
+    ``unchanged``: the others' lines (folded away on the page); ``went``: py-spy's
+    sentences; ``chart``: the same functions as bars, OTHER's self time beside the
+    candidate's.
     """
-    moved = [c for c in changes if c.changed or c.failed]
-    still = [c for c in changes if not (c.changed or c.failed)]
+    moved = [c for c in changes if c.changed or c.failed or c.unknown]
+    still = [c for c in changes if not (c.changed or c.failed or c.unknown)]
     counts = format_changes(moved, latency_changed) if moved else []
     unchanged = format_changes(still, latency_changed) if still else []
     if not counts and not unchanged and not went:

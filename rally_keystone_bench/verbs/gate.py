@@ -67,6 +67,7 @@ from rally_keystone_bench.verdicts.blocks import (
     TaskRun,
     judge_runs,
 )
+from rally_keystone_bench.verdicts.counters import SQL
 from rally_keystone_bench.verdicts.pairing import GateResult
 
 # The default task: a cloud's token paths; with it both sides run memcached
@@ -346,14 +347,22 @@ def side_deployments(args: argparse.Namespace) -> tuple[dict[str, Deployment], d
 
 
 def write_reports(
-    result: GateResult, out_dir: Path, evidence: keystone_evidence.Evidence, tolerance: int
+    result: GateResult,
+    out_dir: Path,
+    evidence: keystone_evidence.Evidence,
+    tolerance: int,
+    traced: bool = False,
 ) -> int:
     """The verdicts on stdout (counter changes first); JSON, HTML, JUnit in OUT_DIR.
 
     Returns the exit code: 1 when a counter rose beyond TOLERANCE, whatever the
     latency said (exact counts have no noise to wait out), else the gate's.
+    TRACED (--trace on): every paired action of every workload needs its SQL
+    count on both sides; one that is unknown makes a passing gate inconclusive.
     """
-    changes = evidence.counter_changes(tolerance)
+    expected = [(a.workload, a.action) for a in result.actions] if traced else []
+    changes = evidence.counter_changes(tolerance, expected)
+    result.counters_unknown = [c.key for c in changes if c.unknown and c.counter == SQL]
     text = gate_report.format_text(result)
     went = evidence.where_time_went()
     moved = latency_moved(result)
@@ -481,7 +490,8 @@ def main(args: argparse.Namespace) -> int:
     targets.build_envs(deps)  # a SPEC that does not install: no directory made yet
     run_root = workspace.run_dir(f"gate-{stamp}").resolve()
     out_dir.mkdir(parents=True, exist_ok=True)
-    keystone_evidence.prepare_tracing(deps, run_root, getattr(args, "trace", "on") == "on")
+    traced = getattr(args, "trace", "on") == "on"
+    keystone_evidence.prepare_tracing(deps, run_root, traced)
     evidence = keystone_evidence.Evidence()
 
     runs: list[TaskRun] = []
@@ -490,7 +500,11 @@ def main(args: argparse.Namespace) -> int:
             stack.callback(tracing.remove, run_root / side / "keystone")
         keystones, setup = start_and_seed(deps, run_root, stack, out_dir if cloud else None)
         evidence.read_sources(keystones)  # "where the time went" quotes the candidate's lines
-        stack.enter_context(tracing.client_environment(keystones["baseline"].run_dir))
+        signer = keystones["baseline"].run_dir  # every deployment holds its key (share_key)
+        for line in evidence.check_keys(keystones, signer) if traced else []:
+            print(line, flush=True)
+        # Every timed request signed (rate 1), whatever KEYSTONE_BENCH_TRACE_RATE says here.
+        stack.enter_context(tracing.client_environment(signer, rate=1.0))
         home, args_for_task, trees = paired_rally(keystones, run_root, stack, task_args)
         run_dirs = gate_passes.run_dirs(keystones)
         result = None
@@ -529,9 +543,9 @@ def main(args: argparse.Namespace) -> int:
             what = "another task run" if run_task == task else f"the {count} workloads short"
             rally_task.progress(f"{result.headline()}; extending with {what}")
     assert result is not None
-    if getattr(args, "trace", "on") == "on":
+    if traced:
         result.notes.extend(evidence.untraced([a.workload for a in result.actions]))
-    rc = write_reports(result, out_dir, evidence, getattr(args, "max_sql_increase", 0))
+    rc = write_reports(result, out_dir, evidence, getattr(args, "max_sql_increase", 0), traced)
     line = " | ".join(f"{side}: {side_name(deps, commits, side)}" for side in SIDES)
     verb_options.record_history(args, "gate", out_dir, deps["candidate"], line=line)
     print(gate_passes.total_line(began, setup))

@@ -294,6 +294,12 @@ class CounterChange:
     tolerance: int = 0
     workload: str = ""  # the token path: the workload's title; empty: pooled
     counter: str = "SQL statements"
+    missing: str = ""  # why a side has no count at all (a timed workload left untraced)
+
+    @property
+    def unknown(self) -> bool:
+        """Not judged: too few traced requests, or none on a side. Never "unchanged"."""
+        return not self.judged
 
     @property
     def key(self) -> str:
@@ -316,6 +322,8 @@ class CounterChange:
         """``Validate ... (GET): keystone.validate_token 61 -> 62 SQL statements per request
         (+1: SELECT ...)``; without a workload, ``keystone.validate_token: 61 -> 62 ...``."""
         subject = f"{self.workload}: {self.action}" if self.workload else f"{self.action}:"
+        if self.missing:
+            return f"{subject} {self.counter} per request unknown ({self.missing})"
         head = f"{subject} {self.before} -> {self.after} {self.counter} per request"
         if not self.judged:
             return f"{head} (too few traced requests to judge)"
@@ -378,6 +386,11 @@ def compare(
                               workload=workload, counter=CACHE)
             )  # fmt: skip
     return changes
+
+
+def unknown(action: str, workload: str, why: str) -> CounterChange:
+    """ACTION's SQL count in WORKLOAD, which a side has no traced request of: unknown, WHY."""
+    return CounterChange(action, 0, 0, (), False, workload=workload, missing=why)
 
 
 def finding(change: CounterChange, latency_changed: bool) -> str | None:

@@ -400,6 +400,9 @@ class GateResult:
     notes: list[str] = dataclasses.field(default_factory=list)
     tests: int = 1  # latency tests in the family (family_verdict.judge_family)
     blocks_needed: int = MIN_CLEAN_BLOCKS  # clean blocks each action needed
+    # "workload: action" of each SQL count a side traced no (or too few) request of:
+    # unknown, so the gate cannot say "no regression" for it
+    counters_unknown: list[str] = dataclasses.field(default_factory=list)
 
     @property
     def regressions(self) -> list[ActionVerdict]:
@@ -413,9 +416,15 @@ class GateResult:
     def exit_code(self) -> int:
         if self.regressions:
             return 1
-        if self.inconclusive or not self.actions:
+        if self.inconclusive or not self.actions or self.counters_unknown:
             return EXIT_INCONCLUSIVE
         return 0
+
+    @property
+    def only_counts_unknown(self) -> bool:
+        """Inconclusive for no other reason than an unknown SQL count: latency was judged."""
+        judged = bool(self.actions) and not self.regressions and not self.inconclusive
+        return judged and bool(self.counters_unknown)
 
     def headline(self) -> str:
         """The verdict in one line, before any number."""
@@ -432,6 +441,12 @@ class GateResult:
             )
             more = f" (and {len(regs) - 1} more)" if len(regs) > 1 else ""
             return f"REGRESSION ({rules}): {worst.action} {worst.verdict} in {worst.workload}{more}"
+        if self.only_counts_unknown:
+            first, more = self.counters_unknown[0], len(self.counters_unknown) - 1
+            return (
+                f"INCONCLUSIVE ({rules}): no latency regression, but Keystone's SQL count "
+                f"is unknown for {first}{f' (and {more} more)' if more else ''}"
+            )
         if self.exit_code == EXIT_INCONCLUSIVE:
             first = self.inconclusive[0] if self.inconclusive else None
             why = "no pairs"
@@ -441,6 +456,12 @@ class GateResult:
         return f"no regression ({rules})"
 
     def advice(self) -> str | None:
+        if self.only_counts_unknown:
+            return (
+                "a side traced too few of a timed workload's requests (the counter lines say "
+                "which, and why), so a SQL statement added there would pass unseen: not a "
+                "failure of the change; recheck"
+            )
         if self.exit_code == EXIT_INCONCLUSIVE:
             return (
                 "the machine was too busy to judge: not a failure of the change; "
@@ -480,4 +501,5 @@ class GateResult:
             "interference": self.interference_summary(),
             "actions": [a.as_dict() for a in self.actions],
             "notes": self.notes,
+            "counters_unknown": self.counters_unknown,
         }

@@ -61,5 +61,9 @@ def test_a_workload_without_traced_requests_on_a_side_is_said():
     ev.records["candidate"] = [(w, c) for w, c in ev.records["candidate"] if w != APP_CRED]
     notes = ev.untraced([PASSWORD, APP_CRED])
     assert notes == [
-        f"counters: no traced request of {APP_CRED} on the candidate: its counts are not judged"
+        f"counters: no traced request of {APP_CRED} on the candidate: its counts are unknown "
+        "(none of the requests the candidate's Keystones traced started inside the "
+        "workload's iterations)"
     ]
+    (unknown,) = [c for c in ev.counter_changes(0, [(APP_CRED, VALIDATE)]) if c.unknown]
+    assert unknown.workload == APP_CRED and not unknown.failed and not unknown.changed

@@ -121,6 +121,7 @@ def test_a_workload_without_traced_requests_is_named(tmp_path, recorded):
     evidence = Evidence()
     evidence.add_run({}, run_dirs, workloads)
     assert evidence.untraced([wl.subtask for wl in workloads]) == [
-        "counters: no traced request of Issue (password) on the candidate: "
-        "its counts are not judged"
+        "counters: no traced request of Issue (password) on the candidate: its counts are "
+        "unknown (none of the requests its Keystone traced started inside the workload's "
+        "iterations)"
     ]
