@@ -52,9 +52,10 @@ def _finite(name: str, value: float) -> float:
 
 def check_settings(args: argparse.Namespace) -> capacity.Settings:
     """The search's settings from the command line; BenchError for any bad one."""
-    if args.scenario not in capacity.SCENARIOS:
+    if args.scenario not in capacity.SCENARIOS:  # lifecycle: one probe's, not a search's
         raise BenchError(
-            f"unknown scenario {args.scenario!r}: choose one of {', '.join(capacity.SCENARIOS)}"
+            f"capacity searches {' or '.join(capacity.SCENARIOS)}, not --scenario "
+            f"{args.scenario} (keystone-bench load probes it once)"
         )
     low, high = _finite("--low", args.low), _finite("--high", args.high)
     warmup, window = _finite("--warmup", args.warmup), _finite("--window", args.window)
@@ -332,8 +333,8 @@ def capacity_row(settings: capacity.Settings, outcome: capacity.Outcome) -> Acti
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """The options of ``keystone-bench capacity``."""
-    parser.add_argument(
-        "--scenario", required=True, help="the token path searched: authenticate or validate"
+    options.add_scenario_option(
+        parser, "the token path searched: authenticate or validate", required=True
     )
     parser.add_argument(
         "--low",
@@ -369,12 +370,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default="rally",
         help="load engine of every probe: rally (pooled_rps, default) or locust",
     )
-    parser.add_argument(
-        "--locust-workers",
-        type=int,
-        default=None,
-        metavar="K",
-        help="--engine locust: worker processes on this host (default 1); "
+    options.add_locust_workers_option(
+        parser,
+        "locust_workers",
+        "--engine locust: worker processes on this host (default 1); "
         "--workers stays the local Keystone's",
     )
     parser.add_argument(

@@ -357,23 +357,16 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default="locust",
         help="load engine of the probe: locust (default) or rally",
     )
-    parser.add_argument(
-        "--scenario",
-        choices=["authenticate", "validate", "lifecycle"],
-        help="the token path probed",
-    )
+    options.add_scenario_option(parser, "the token path probed", required=False)
     parser.add_argument("--rate", type=float, default=10.0, help="requests per second (target)")
     parser.add_argument("--duration", type=float, default=30.0, help="seconds measured")
     parser.add_argument(
         "--warmup", type=boundary.non_negative, default=0.0, help="seconds before, not kept"
     )
-    parser.add_argument(
-        "--locust-workers",
-        dest="workers",
-        type=boundary.number_in(0, None, int),
-        default=None,
-        metavar="K",
-        help="Locust worker processes started on this host (default 1, 0 with --expect-workers)",
+    options.add_locust_workers_option(
+        parser,
+        "workers",
+        "Locust worker processes started on this host (default 1, 0 with --expect-workers)",
     )
     options.add_deprecated_alias(parser, "--workers", "--locust-workers", dest="workers")
     parser.add_argument(

@@ -39,7 +39,11 @@ SETTINGS = Settings("validate", low=1, high=200, warmup=10, window=30, max_slope
             "--low (10) is above --high (5)",
         ),
         (["--scenario", "validate", "--max-slope", "-0.01"], "--max-slope must not be negative"),
-        (["--scenario", "nosuch"], "unknown scenario 'nosuch': choose one of authenticate"),
+        (["--scenario", "nosuch"], "--scenario: invalid choice: 'nosuch'"),
+        (
+            ["--scenario", "lifecycle"],
+            "capacity searches authenticate or validate, not --scenario lifecycle",
+        ),
         (["--scenario", "validate", "--precision", "0"], "--precision must be above 0"),
         (
             ["--scenario", "validate", "--runner", "rps", "--ramp"],
