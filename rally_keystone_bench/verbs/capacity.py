@@ -20,16 +20,11 @@ from pathlib import Path
 from typing import Any
 
 from rally_keystone_bench import boundary, shipped
-from rally_keystone_bench.driver import left_behind, targets
+from rally_keystone_bench.driver import interrupts, left_behind, targets, workspace
 from rally_keystone_bench.driver import machine as machine_record
 from rally_keystone_bench.driver import task as rally_task
 from rally_keystone_bench.driver.probe_evidence import ProbeEvidence
-from rally_keystone_bench.driver.probers import (  # noqa: F401 (ProbeWatcher, SLOTS_FULL: tested here)
-    SLOTS_FULL,
-    ProbeWatcher,
-    RallyProber,
-    elapsed_text,
-)
+from rally_keystone_bench.driver.probers import RallyProber, elapsed_text
 from rally_keystone_bench.driver.rally import auth_url_of
 from rally_keystone_bench.engines.locust import setup as locust_setup
 from rally_keystone_bench.engines.locust.engine import check_planned
@@ -211,7 +206,7 @@ def main(args: argparse.Namespace) -> int:
     elif args.target == "cloud":
         cloud = options.cloud_spec(args)
     options.check_history(args)
-    out_dir, run_dir = rally_task.new_run_dirs(args.reports_dir)
+    out_dir, run_dir = workspace.new_run_dirs(args.reports_dir)
     if args.target == "mock":
         mock = options.mock(args, run_dir)
     started_at = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
@@ -226,7 +221,7 @@ def main(args: argparse.Namespace) -> int:
     probers: list[probing.Prober] = []  # the prober, once made: its probes are kept on error
     target = args.target
     try:
-        with rally_task.sigterm_as_interrupt():
+        with interrupts.sigterm_as_interrupt():
             if settings.engine == "locust":
                 outcome, target = _search_locust(
                     settings,

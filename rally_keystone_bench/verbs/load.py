@@ -33,9 +33,8 @@ from rally_keystone_bench import boundary, shipped
 from rally_keystone_bench.clients import credentials
 from rally_keystone_bench.deploy.deployment import Deployment
 from rally_keystone_bench.deploy.keystone import LocalKeystone
-from rally_keystone_bench.driver import left_behind, preflight, targets
+from rally_keystone_bench.driver import interrupts, left_behind, preflight, targets, workspace
 from rally_keystone_bench.driver import machine as machine_record
-from rally_keystone_bench.driver import task as rally_task
 from rally_keystone_bench.driver.probers import RallyProber
 from rally_keystone_bench.driver.rally import auth_url_of
 from rally_keystone_bench.driver.task import progress
@@ -329,7 +328,7 @@ def main(args: argparse.Namespace) -> int:
     if args.target == "local":  # a bad --keystone or --set leaves no file
         targets.check_deployment(server_deployment(args))
     options.check_history(args)
-    out_dir, run_dir = rally_task.new_run_dirs(args.reports_dir)
+    out_dir, run_dir = workspace.new_run_dirs(args.reports_dir)
     started = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
     progress(
         f"{args.engine} engine: {settings.scenario} at {settings.rate:g} requests/s for "
@@ -339,10 +338,10 @@ def main(args: argparse.Namespace) -> int:
     records.write_json(out_dir / "load.json", redact(doc), indent=None, default=str)
     if args.engine == "locust":
         # A second signal while the master collects and writes would lose it all.
-        with rally_task.sigterm_as_interrupt(later_noted=True):
+        with interrupts.sigterm_as_interrupt(later_noted=True):
             rc = run_locust(args, settings, out_dir, run_dir, cloud)
     else:
-        with rally_task.sigterm_as_interrupt():
+        with interrupts.sigterm_as_interrupt():
             rc = run_rally(args, settings, out_dir, run_dir)
     local = server_deployment(args) if args.target == "local" else None
     options.record_history(args, "load", out_dir, local, where=f"{args.target} target")
