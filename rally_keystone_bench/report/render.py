@@ -14,7 +14,7 @@ import math
 import os
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import jinja2
 from markupsafe import Markup
@@ -457,6 +457,28 @@ def write_summary(
     profile: Mapping[str, Any] | None = None,
 ) -> Path:
     """Write summary.html and summary.json into ``out_dir``; return the HTML's path."""
+    return write_summary_files(
+        workloads, out_dir, source, counters, flames, keystone, machine, profile
+    ).html
+
+
+class WrittenSummary(NamedTuple):
+    html: Path  # summary.html
+    doc: dict[str, Any]  # summary.json's document, as written: what the results store takes
+
+
+def write_summary_files(
+    workloads: Sequence[Workload],
+    out_dir: str | os.PathLike,
+    source: str,
+    counters: Sequence[Mapping] | None = None,
+    flames: Flames | None = None,
+    keystone: Mapping[str, Any] | None = None,
+    machine: Any = None,
+    profile: Mapping[str, Any] | None = None,
+) -> WrittenSummary:
+    """Write summary.html and summary.json into ``out_dir``, once: the HTML's path and the
+    JSON's document (decoded from the text written, so that it equals the file)."""
     files = render_files(workloads, source, counters, flames, keystone, machine, profile)
     out = Path(out_dir)
     try:
@@ -465,7 +487,7 @@ def write_summary(
             (out / name).write_text(text, encoding="utf-8")
     except OSError as e:
         raise BenchError(f"{out}: cannot write the report: {e.strerror or e}") from None
-    return out / "summary.html"
+    return WrittenSummary(out / "summary.html", json.loads(files["summary.json"]))
 
 
 def default_out_dir(result: str) -> str:

@@ -9,7 +9,7 @@ import argparse
 import dataclasses
 import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -323,17 +323,18 @@ def record_history(
     verb: str,
     out_dir: Path,
     deployment: Deployment | None,
+    summaries: Sequence[tuple[str, Mapping[str, Any]]] = (),
     where: str = "existing cloud",
     line: str | None = None,
     rows: Sequence[history_records.ActionRow] = (),
 ) -> int | None:
-    """Record the summaries a verb wrote under OUT_DIR (and ROWS it made) as one run; its
-    id (None: no store, or nothing measured). WHERE names a target without a local
-    deployment; LINE replaces the deployment line (gate: both sides)."""
+    """Record SUMMARIES, the (task name, summary.json document) pairs a verb wrote under
+    OUT_DIR as it kept them in memory (recording.summaries_of), and ROWS it made, as one
+    run; its id (None: no store, or nothing measured). WHERE names a target without a
+    local deployment; LINE replaces the deployment line (gate: both sides)."""
     url = history_url(args)
     if not url:
         return None
-    summaries = recording.summaries_under(out_dir, verb)
     rows = [*rows, *history_records.rows_from_summaries(summaries)]
     if not rows:
         print(f"history: nothing to record from {out_dir} (no summary.json)")

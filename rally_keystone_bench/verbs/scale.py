@@ -29,7 +29,7 @@ from rally_keystone_bench.deploy.deployment import Deployment
 from rally_keystone_bench.driver import interrupts, targets, task_files, task_reports, workspace
 from rally_keystone_bench.errors import BenchError, Interrupted
 from rally_keystone_bench.report import scale as report
-from rally_keystone_bench.verbs import options
+from rally_keystone_bench.verbs import options, recording
 from rally_keystone_bench.verdicts import growth
 
 TASK = "data-sizes.yaml"
@@ -113,6 +113,7 @@ def main(args: argparse.Namespace) -> int:
     out_dir, run_dir = workspace.new_run_dirs(args.reports_dir)
     print(f"scale: {plan.describe()}; {args.request}, {args.times} requests per point")
     sweep = Sweep(plan.dimension, action, deployment.describe())
+    outcomes = []  # each point's, for the results store
 
     def measure(size: int, name: str) -> Any:
         task_args = targets.identity_task_args(
@@ -126,7 +127,10 @@ def main(args: argparse.Namespace) -> int:
         )
         dep = point_deployment(deployment, plan.dimension, size)
         with targets.prepared_env(run_dir / name, deployment=dep) as env:
-            return task_reports.run_task(env.home, env.name, task, task_args, out_dir / name)
+            outcomes.append(
+                task_reports.run_task(env.home, env.name, task, task_args, out_dir / name)
+            )
+            return outcomes[-1]
 
     try:
         with interrupts.sigterm_as_interrupt():
@@ -143,7 +147,8 @@ def main(args: argparse.Namespace) -> int:
     finally:
         workspace.remove_if_empty(out_dir, run_dir)
     rc = sweep.finish(out_dir)
-    options.record_history(args, "scale", out_dir, deployment)
+    summaries = recording.summaries_of_outcomes(outcomes, out_dir, "scale")
+    options.record_history(args, "scale", out_dir, deployment, summaries)
     return rc
 
 
