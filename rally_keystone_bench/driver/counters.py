@@ -10,11 +10,11 @@ from __future__ import annotations
 
 import collections
 import json
-import os
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from rally_keystone_bench import writer
 from rally_keystone_bench.deploy import profiling, tracing
 from rally_keystone_bench.report.flame import Flames, WorkloadFlame, flame_svg
 from rally_keystone_bench.verdicts import counters, profiles
@@ -141,9 +141,7 @@ def share_key(run_dirs: Sequence[Path]) -> None:
     for run_dir in run_dirs[1:]:
         path = tracing.key_path(run_dir)
         path.unlink(missing_ok=True)
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-        with os.fdopen(fd, "w") as out:
-            out.write(key)
+        writer.create_private(path, key)
 
 
 def side_costs(

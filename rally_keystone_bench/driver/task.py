@@ -28,6 +28,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+from rally_keystone_bench import writer
 from rally_keystone_bench.boundary import mask_urls
 from rally_keystone_bench.driver import interrupts, workload_progress
 from rally_keystone_bench.driver.interrupts import ABORT_WAIT_S, KILL_GRACE_S
@@ -254,7 +255,7 @@ def start_task(
     if task_args:
         cmd += ["--task-args", json.dumps(task_args)]
     run = TaskRun(home, task_file, log_path)
-    with open(log_path, "w", buffering=1) as log:  # line by line: tail -f works
+    with writer.open_stream(log_path, "w", buffering=1) as log:  # line by line: tail -f works
         run._log = log
         run._proc = proc = subprocess.Popen(
             cmd,

@@ -10,6 +10,7 @@ from collections.abc import Sequence
 import numpy as np
 from markupsafe import Markup
 
+from rally_keystone_bench import writer
 from rally_keystone_bench.errors import BenchError
 from rally_keystone_bench.report import junit, svg
 from rally_keystone_bench.report.render import environment
@@ -86,17 +87,17 @@ def check_writable(path: str, flag: str) -> None:
         raise BenchError(f"{flag} {path} is not writable")
 
 
-def write_text(path: str, text: str) -> None:
+def save(path: str, text: str) -> None:
+    """TEXT at PATH; BenchError (exit 2) when it cannot be written."""
     try:
-        with open(path, "w", encoding="utf-8") as f:
-            f.write(text)
+        writer.write_text(path, text)
     except OSError as exc:
         raise BenchError(f"cannot write {path}: {exc.strerror or exc}") from None
 
 
 def write_json(result: CompareResult, path: str) -> None:
     doc = {"tool_version": tool_version(), **result.as_dict()}
-    write_text(path, json.dumps(doc, indent=2) + "\n")
+    save(path, json.dumps(doc, indent=2) + "\n")
 
 
 def changed_lines(result: CompareResult) -> list[str]:
@@ -159,7 +160,7 @@ def write_html(
 ) -> None:
     """compare.html at PATH; SIDES: the base's and candidate's workloads, for the charts."""
     charts = distributions(result, *sides) if sides else None
-    write_text(path, render_html(result, evidence, charts))
+    save(path, render_html(result, evidence, charts))
 
 
 def render_junit(result: CompareResult) -> str:
@@ -173,4 +174,4 @@ def render_junit(result: CompareResult) -> str:
 
 
 def write_junit(result: CompareResult, path: str) -> None:
-    write_text(path, render_junit(result))
+    save(path, render_junit(result))

@@ -9,6 +9,7 @@ from typing import Any
 
 from markupsafe import Markup
 
+from rally_keystone_bench import writer
 from rally_keystone_bench.report import svg
 from rally_keystone_bench.verdicts.counters import CACHE, CounterChange, finding
 
@@ -60,7 +61,7 @@ def add_to_junit(xml_text: str, changes: Sequence[CounterChange]) -> str:
 
 def add_to_junit_file(path: Path, changes: list) -> None:
     """The JUnit file at PATH with a counters test case per action of CHANGES added."""
-    path.write_text(add_to_junit(path.read_text(), changes))
+    writer.write_text(path, add_to_junit(path.read_text(), changes))
 
 
 def with_evidence(

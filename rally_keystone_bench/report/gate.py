@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import json
 import math
 from pathlib import Path
 
 from markupsafe import Markup
 
+from rally_keystone_bench import writer
 from rally_keystone_bench.report import junit, svg
 from rally_keystone_bench.report.compare import ms_or_na
 from rally_keystone_bench.report.render import environment
@@ -104,11 +104,11 @@ def write_outputs(result: GateResult, paths: dict[str, Path], evidence: dict | N
     EVIDENCE: Keystone's counters and profiles for the HTML (report/counters.evidence_html).
     """
     doc = {"tool_version": tool_version(), **result.as_dict()}
-    paths["JSON"].write_text(json.dumps(doc, indent=2) + "\n")
-    paths["JUnit"].write_text(render_junit(result))
+    writer.write_json(paths["JSON"], doc)
+    writer.write_text(paths["JUnit"], render_junit(result))
     html = (
         environment()
         .get_template("gate.html.j2")
         .render(r=result, text=format_text(result), charts=block_charts(result), evidence=evidence)
     )
-    paths["HTML"].write_text(html)
+    writer.write_text(paths["HTML"], html)

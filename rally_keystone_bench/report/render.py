@@ -20,6 +20,7 @@ import jinja2
 from markupsafe import Markup
 
 from rally_keystone_bench import __name__ as pkg
+from rally_keystone_bench import writer
 from rally_keystone_bench.errors import BenchError
 from rally_keystone_bench.report import svg
 from rally_keystone_bench.report.flame import Flames
@@ -484,7 +485,7 @@ def write_summary_files(
     try:
         out.mkdir(parents=True, exist_ok=True)
         for name, text in files.items():
-            (out / name).write_text(text, encoding="utf-8")
+            writer.write_text(out / name, text)
     except OSError as e:
         raise BenchError(f"{out}: cannot write the report: {e.strerror or e}") from None
     return WrittenSummary(out / "summary.html", json.loads(files["summary.json"]))

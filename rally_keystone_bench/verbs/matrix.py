@@ -200,19 +200,8 @@ def main(args: argparse.Namespace) -> int:
                 for k in range(1, args.repeat + 1):
                     label, sub = run_names(name, k, args.repeat)
                     run_dir = run_root / sub
-                    run_dir.mkdir(parents=True, exist_ok=True)
-                    dest = out_dir / sub
                     try:
-                        with targets.prepared_env(run_dir, deployment=dep) as env:
-                            dep_args = targets.identity_task_args(dep, task_args)
-                            outcome = task_reports.run_task(
-                                env.home, env.name, task, dep_args, dest
-                            )
-                        if not outcome.workloads:
-                            raise BenchError(
-                                f"rally task start exited {outcome.rally_exit} "
-                                f"without results; see {dest}"
-                            )
+                        outcome = run_one(dep, task, task_args, run_dir, out_dir / sub)
                     except BenchError as exc:
                         # The other deployments still run; this one is named at the end.
                         errors[label] = str(exc)
@@ -246,6 +235,22 @@ def main(args: argparse.Namespace) -> int:
             f"the reasons are in {js}"
         )
     return 1 if failed else 0
+
+
+def run_one(
+    dep: Deployment, task: Path, task_args: dict[str, Any], run_dir: Path, dest: Path
+) -> TaskOutcome:
+    """One run of TASK on a fresh Keystone of DEP, its reports in DEST; BenchError when it
+    gave no result."""
+    run_dir.mkdir(parents=True, exist_ok=True)
+    with targets.prepared_env(run_dir, deployment=dep) as env:
+        dep_args = targets.identity_task_args(dep, task_args)
+        outcome = task_reports.run_task(env.home, env.name, task, dep_args, dest)
+    if not outcome.workloads:
+        raise BenchError(
+            f"rally task start exited {outcome.rally_exit} without results; see {dest}"
+        )
+    return outcome
 
 
 def record_history(
