@@ -12,7 +12,7 @@ from markupsafe import Markup
 
 from rally_keystone_bench import writer
 from rally_keystone_bench.errors import BenchError
-from rally_keystone_bench.report import junit, svg
+from rally_keystone_bench.report import counters, junit, svg
 from rally_keystone_bench.report.render import environment
 from rally_keystone_bench.verdicts.compare import (
     ADVICE,
@@ -21,6 +21,7 @@ from rally_keystone_bench.verdicts.compare import (
     Comparison,
     pair_workloads,
 )
+from rally_keystone_bench.verdicts.counters import CounterChange
 from rally_keystone_bench.verdicts.failures import p_text
 from rally_keystone_bench.verdicts.results import Workload
 from rally_keystone_bench.version import version as tool_version
@@ -163,15 +164,16 @@ def write_html(
     save(path, render_html(result, evidence, charts))
 
 
-def render_junit(result: CompareResult) -> str:
-    """JUnit XML: a test case per action and throughput; regressions fail."""
+def render_junit(result: CompareResult, changes: Sequence[CounterChange] = ()) -> str:
+    """JUnit XML: a test case per action and throughput, then per counter of CHANGES;
+    regressions fail."""
     cases = []
     for w in result.workloads:
         for c in [*w.actions, *([w.throughput] if w.throughput else [])]:
             outcome = junit.FAILED if c.regression else junit.PASSED
             cases.append(junit.Case(w.label, c.name, c.verdict, _numbers(c), outcome))
-    return junit.render("keystone-bench compare", cases)
+    return junit.render("keystone-bench compare", [*cases, *counters.junit_cases(changes)])
 
 
-def write_junit(result: CompareResult, path: str) -> None:
-    save(path, render_junit(result))
+def write_junit(result: CompareResult, path: str, changes: Sequence[CounterChange] = ()) -> None:
+    save(path, render_junit(result, changes))
