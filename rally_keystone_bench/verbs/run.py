@@ -269,11 +269,11 @@ def _run_tasks(
         for n, task_file in enumerate(tasks, 1):
             rally_task.progress(f"task {n} of {len(tasks)}: {task_file}")
             pids = keystone_counters.server_pids(env.keystone_dir) if profile else []
-            profile = out_dir / f"{task_file.stem}-profile.txt"
+            stacks = out_dir / f"{task_file.stem}-profile.txt"
             try:
                 trees = machine_record.deployment_trees(env.keystone_dir)
                 with profiling.profiled(
-                    pids, profile, rally_task.progress, profiling.SLICE_S
+                    pids, stacks, rally_task.progress, profiling.SLICE_S
                 ) as prof:
                     outcome = task_reports.run_task(
                         env.home, env.name, task_file, task_args, out_dir, trees, summary=False
