@@ -280,17 +280,17 @@ def _run_tasks(
                     )
             except Interrupted as exc:
                 if exc.outcome:  # the counters gathered so far are kept too
-                    summarize(exc.outcome, env.keystone_dir, None)
+                    summarize_task(exc.outcome, env.keystone_dir, None)
                 exc.outcomes = [*outcomes, *([exc.outcome] if exc.outcome else [])]  # type: ignore[attr-defined]
                 raise
             if env.keystone_dir is not None:
                 rally_task.progress("reading Keystone's traces and profile")
-            summarize(outcome, env.keystone_dir, prof.path)
+            summarize_task(outcome, env.keystone_dir, prof.path)
             outcomes.append(outcome)
     return outcomes
 
 
-def summarize(outcome: TaskOutcome, keystone_dir: Path | None, profile: Path | None) -> None:
+def summarize_task(outcome: TaskOutcome, keystone_dir: Path | None, profile: Path | None) -> None:
     """OUTCOME's summary, written once: with Keystone's counters and PROFILE when there
     are (and without them should reading them fail)."""
     try:
