@@ -71,7 +71,10 @@ def check_settings(args: argparse.Namespace) -> capacity.Settings:
     engine = getattr(args, "engine", None) or "rally"
     locust_workers = getattr(args, "locust_workers", None) or 1
     if getattr(args, "locust_workers", None) is not None and args.locust_workers < 1:
-        raise BenchError(f"--locust-workers must be at least 1, not {args.locust_workers}")
+        raise BenchError(  # load's 0 waits for --expect-workers: capacity starts its own
+            f"--locust-workers must be at least 1, not {args.locust_workers}: capacity "
+            "starts its Locust workers on this host"
+        )
     if getattr(args, "workers", None) is not None and getattr(args, "target", "local") != "local":
         # --workers is the local Keystone's; a Locust user may read it as load.py's
         hint = ": the Locust engine's worker processes are --locust-workers K"
