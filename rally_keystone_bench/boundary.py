@@ -28,7 +28,7 @@ import traceback
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from rally_keystone_bench import errors
+from rally_keystone_bench import errors, writer
 from rally_keystone_bench.errors import mask_urls
 
 PROG = "keystone-bench"
@@ -100,9 +100,8 @@ class _PipeSafe(io.TextIOBase):
         # Python flushes stdout at exit: point fd 1 at /dev/null so that cannot fail.
         try:
             fd = self.stream.fileno()
-            devnull = os.open(os.devnull, os.O_WRONLY)
-            os.dup2(devnull, fd)
-            os.close(devnull)
+            with writer.devnull() as devnull:
+                os.dup2(devnull, fd)
         except (OSError, ValueError, io.UnsupportedOperation):
             pass
 

@@ -20,6 +20,7 @@ import urllib.request
 from collections.abc import Sequence
 from pathlib import Path
 
+from rally_keystone_bench import writer
 from rally_keystone_bench.deploy import files
 from rally_keystone_bench.errors import BenchError
 
@@ -69,7 +70,7 @@ def config(port: int, nodes: Sequence[tuple[str, int]]) -> str:
 def command(run_dir: Path, port: int, nodes: Sequence[tuple[str, int]]) -> list[str]:
     """Write RUN_DIR/haproxy.cfg; return haproxy's argv (foreground, stopped by pid)."""
     cfg = run_dir / "haproxy.cfg"
-    cfg.write_text(config(port, nodes))
+    writer.write_text(cfg, config(port, nodes))
     return [executable(), "-f", str(cfg), "-db"]
 
 

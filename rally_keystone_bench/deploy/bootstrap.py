@@ -14,6 +14,7 @@ import subprocess
 from collections.abc import Callable
 from pathlib import Path
 
+from rally_keystone_bench import writer
 from rally_keystone_bench.deploy import directory, fernet, files, jws, keystone_conf, process
 from rally_keystone_bench.deploy.run_files import RunFiles
 from rally_keystone_bench.errors import BenchError
@@ -41,7 +42,7 @@ def initialise(
         _keys_and_admin(run, venv, auth_url, manage, progress)
     if run.deployment.identity == "ldap":
         create_ldap_domain(run, venv)
-    run.initialised_path.write_text("")
+    writer.write_text(run.initialised_path, "")
 
 
 def _keys_and_admin(
@@ -97,7 +98,7 @@ class Manage:
     def __enter__(self) -> Manage:
         run = self.run_files
         script = files.write(run.run_dir / "keystone_bench_manage.py", "keystone_bench_manage.py")
-        log = open(run.run_dir / "keystone-manage.log", "a")  # the imports' own warnings
+        log = writer.open_stream(run.run_dir / "keystone-manage.log")  # the imports' warnings
         try:
             self.proc = subprocess.Popen(
                 [str(self.venv / "bin" / "python"), str(script), str(run.config_path)],
@@ -167,7 +168,7 @@ def create_ldap_domain(run: RunFiles, venv: Path) -> None:
         "keystone_bench_create_domain.py",
         description="Users of keystone-bench's LDAP directory (read-only)",
     )
-    with open(log, "w") as out:
+    with writer.open_stream(log, "w") as out:
         argv = [str(venv / "bin" / "python"), str(script), str(run.config_path)]
         proc = subprocess.run(
             [*argv, directory.DOMAIN],

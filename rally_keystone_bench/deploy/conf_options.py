@@ -20,6 +20,7 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
+from rally_keystone_bench import writer
 from rally_keystone_bench.deploy import files
 from rally_keystone_bench.errors import BenchError
 
@@ -199,7 +200,7 @@ def registry_of(venv: Path, fresh: bool = False) -> dict[str, dict[str, dict]]:
         raise BenchError(f"could not read Keystone's options in {venv}: {last}")
     registry = json.loads(proc.stdout)
     if not fresh:
-        cached.write_text(json.dumps(registry, sort_keys=True))
+        writer.write_text(cached, json.dumps(registry, sort_keys=True))
     return registry
 
 

@@ -35,6 +35,7 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
+from rally_keystone_bench import writer
 from rally_keystone_bench.deploy import files, process
 from rally_keystone_bench.errors import BenchError
 
@@ -168,9 +169,9 @@ class Directory:
         self.data_dir.mkdir(mode=0o700)
         if self.tls:
             self._make_certificate()
-        _write_private(self.config_path, self.render_config())
+        writer.write_private(self.config_path, self.render_config())
         service_password = secrets.token_urlsafe(24)
-        _write_private(self.service_password_path, service_password + "\n")
+        writer.write_private(self.service_password_path, service_password + "\n")
         people = [(user_name(i), secrets.token_urlsafe(18)) for i in range(1, self.users + 1)]
         ldif = render_ldif(service_password, people)
         proc = subprocess.run(
@@ -189,7 +190,7 @@ class Directory:
             "url": self.url,
             "users": [{"name": n, "password": p} for n, p in people],
         }
-        _write_private(self.users_path, json.dumps(doc, indent=1) + "\n")
+        writer.write_private(self.users_path, json.dumps(doc, indent=1) + "\n")
         self._give_to_slapd()
 
     def command(self) -> list[str]:
@@ -409,10 +410,3 @@ def _can_enter(path: Path, uid: int, gid: int) -> bool:
     if st.st_gid == gid:
         return bool(st.st_mode & 0o010)
     return bool(st.st_mode & 0o001)
-
-
-def _write_private(path: Path, text: str) -> None:
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "w") as out:
-        out.write(text)
-    os.chmod(path, 0o600)

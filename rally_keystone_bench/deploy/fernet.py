@@ -16,6 +16,7 @@ import subprocess
 from collections.abc import Mapping
 from pathlib import Path
 
+from rally_keystone_bench import writer
 from rally_keystone_bench.deploy import files
 from rally_keystone_bench.errors import BenchError
 
@@ -61,7 +62,7 @@ def fill(
     if want <= SETUP_KEYS or len(key_files(where)) >= want:
         return len(key_files(where))
     log = run_dir / "keystone-manage-fernet_rotate.log"
-    with open(log, "a") as out:
+    with writer.open_stream(log, "a") as out:
         proc = subprocess.run(
             [python, "-c", files.render("keystone_bench_fernet_keys.py"), str(config)],
             stdout=subprocess.DEVNULL,

@@ -2,17 +2,21 @@
 
 Every file is rendered from a template shipped in ``deploy/templates/``: no
 module keeps a generated file in a string constant. Files that hold a secret
-(keystone.conf, passwords, openrc, state.json) go through ``write_private``.
+or a deployment's state (keystone.conf, uwsgi.ini, passwords, openrc,
+state.json) go through ``write_private``. Both write through the one writer
+(``rally_keystone_bench/writer.py``, the bottom floor: deploy/ may not
+import report/), atomically.
 """
 
 from __future__ import annotations
 
 import functools
-import os
 from pathlib import Path
 from typing import Any
 
 import jinja2
+
+from rally_keystone_bench import writer
 
 TEMPLATES = Path(__file__).resolve().parent / "templates"
 
@@ -36,8 +40,7 @@ def render(template: str, **values: Any) -> str:
 
 def write(path: Path, template: str, **values: Any) -> Path:
     """Render TEMPLATE into PATH; return PATH."""
-    path.write_text(render(template, **values))
-    return path
+    return writer.write_text(path, render(template, **values))
 
 
 def write_private(path: Path, text: str) -> None:
@@ -46,9 +49,4 @@ def write_private(path: Path, text: str) -> None:
     Through a temporary file renamed over PATH: a kill mid-write leaves the
     old file whole (state.json must never be half a record).
     """
-    tmp = path.with_name(path.name + ".tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "w") as out:
-        out.write(text)
-    os.chmod(tmp, 0o600)
-    os.replace(tmp, path)
+    writer.write_private(path, text)

@@ -15,10 +15,10 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import subprocess
-import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
+from rally_keystone_bench import writer
 from rally_keystone_bench.errors import BenchError
 
 PREFIX = "git-commit:"
@@ -109,7 +109,7 @@ def uncommitted(repo: Path) -> bool:
 def worktree(spec: str) -> Iterator[Path]:
     """The commit of SPEC checked out in a temporary worktree, removed on exit."""
     repo, sha = parse_spec(spec)
-    with tempfile.TemporaryDirectory(prefix="rkb-baseline-") as parent:
+    with writer.temporary_directory("rkb-baseline-") as parent:
         tree = Path(parent) / "keystone"
         proc = _git(repo, "worktree", "add", "--detach", str(tree), sha)
         if proc.returncode != 0:

@@ -12,6 +12,7 @@ import subprocess
 from collections.abc import Mapping
 from pathlib import Path
 
+from rally_keystone_bench import writer
 from rally_keystone_bench.errors import BenchError
 
 PROVIDER = "token.provider"
@@ -41,7 +42,7 @@ def create_keypair(keystone_manage: str, config: Path, settings: Mapping[str, st
     log = private.parent / "keystone-manage-create_jws_keypair.log"
     owner = ["--keystone-user", str(os.getuid()), "--keystone-group", str(os.getgid())]
     argv = [keystone_manage, "--config-file", str(config), "create_jws_keypair", *owner]
-    with open(log, "a") as out:
+    with writer.open_stream(log, "a") as out:
         proc = subprocess.run(
             [*argv, "--force"],
             cwd=private,

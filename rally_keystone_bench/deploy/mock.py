@@ -42,11 +42,11 @@ import signal
 import socket
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 from pathlib import Path
 
+from rally_keystone_bench import writer
 from rally_keystone_bench.clients import credentials
 from rally_keystone_bench.deploy.mock_http import MockServer
 from rally_keystone_bench.deploy.mock_store import (
@@ -55,7 +55,6 @@ from rally_keystone_bench.deploy.mock_store import (
     REGION,
     Store,
     Tokens,
-    _write_private,
     bootstrap,
 )
 from rally_keystone_bench.errors import BenchError, Interrupted
@@ -138,7 +137,7 @@ def _listen(run_dir: Path, port: int | None, options: dict, host: str) -> tuple[
     key_path, db_path = run_dir / "mock.key", run_dir / "mock.sqlite"
     for stale in (db_path, Path(f"{db_path}-wal"), Path(f"{db_path}-shm")):
         stale.unlink(missing_ok=True)
-    _write_private(key_path, secrets.token_hex(32))
+    writer.write_private(key_path, secrets.token_hex(32))
     store = Store(db_path)
     tokens = Tokens(key_path.read_text().encode(), store)
     server = _bind(port, store, tokens, options, host)
@@ -149,12 +148,13 @@ def _listen(run_dir: Path, port: int | None, options: dict, host: str) -> tuple[
     os.chmod(db_path, 0o600)
     store.db.close()
     store._local = threading.local()
-    _write_private(run_dir / "admin-password", password + "\n")
+    writer.write_private(run_dir / "admin-password", password + "\n")
     admin = {"auth_url": f"{base}/v3", "username": ADMIN_USER, "password": password}
     admin |= {"project_name": ADMIN_PROJECT, "region_name": REGION}
-    _write_private(run_dir / "openrc", credentials.openrc_text(admin))
-    (run_dir / "mock.json").write_text(json.dumps({"port": real_port, "pid": os.getpid()}) + "\n")
-    (run_dir / "mock.pid").write_text(f"{os.getpid()}\n")
+    writer.write_private(run_dir / "openrc", credentials.openrc_text(admin))
+    state = json.dumps({"port": real_port, "pid": os.getpid()}) + "\n"
+    writer.write_private(run_dir / "mock.json", state)  # its state: its owner's only
+    writer.write_private(run_dir / "mock.pid", f"{os.getpid()}\n")
     return server, base
 
 
@@ -222,7 +222,7 @@ class MockKeystone:
         self.slope_ms_per_s = slope_ms_per_s
         self.error_rate = error_rate
         self.port = port
-        self._tmp = None if run_dir else tempfile.TemporaryDirectory(prefix="ks-mock-")
+        self._tmp = None if run_dir else writer.temporary_directory("ks-mock-")
         self.run_dir = Path(run_dir or self._tmp.name).resolve()
         self.proc: subprocess.Popen | None = None
 
@@ -280,7 +280,7 @@ class MockKeystone:
         cmd = [sys.executable, "-m", "rally_keystone_bench.deploy.mock", json.dumps(settings)]
         if self.netns:
             cmd = ["ip", "netns", "exec", self.netns, *cmd]
-        log = open(self.run_dir / "mock.log", "wb")  # noqa: SIM115
+        log = writer.open_stream(self.run_dir / "mock.log", "wb")
         self.proc = subprocess.Popen(
             cmd, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL
         )

@@ -10,7 +10,6 @@ import base64
 import hashlib
 import hmac
 import json
-import os
 import sqlite3
 import threading
 import time
@@ -46,13 +45,6 @@ def _b64(data: bytes) -> str:
 
 def _unb64(text: str) -> bytes:
     return base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
-
-
-def _write_private(path: Path, text: str) -> None:
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "w") as out:
-        out.write(text)
-    os.chmod(path, 0o600)
 
 
 # -- state ---------------------------------------------------------------------

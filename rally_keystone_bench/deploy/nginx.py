@@ -15,6 +15,7 @@ import os
 import shutil
 from pathlib import Path
 
+from rally_keystone_bench import writer
 from rally_keystone_bench.deploy import files
 from rally_keystone_bench.deploy.site import Site
 from rally_keystone_bench.errors import BenchError
@@ -67,7 +68,7 @@ def uwsgi_config(site: Site, hook_module: str) -> str:
 def uwsgi_command(site: Site, hook_module: str) -> list[str]:
     socket_path(site).unlink(missing_ok=True)
     ini = site.run_dir / "uwsgi.ini"
-    ini.write_text(uwsgi_config(site, hook_module))
+    writer.write_private(ini, uwsgi_config(site, hook_module))  # its state: its owner's only
     return [site.bin("uwsgi"), "--ini", str(ini)]
 
 
@@ -90,7 +91,7 @@ def command(site: Site) -> list[str]:
     for sub in ("", "client_body", "proxy", "fastcgi", "uwsgi", "scgi"):
         (root / sub).mkdir(mode=0o700, exist_ok=True)
     conf = root / "nginx.conf"
-    conf.write_text(config(site))
+    writer.write_text(conf, config(site))
     # -e: the error log before the configuration is read (else /var/log/nginx).
     return [
         executable(),

@@ -13,6 +13,7 @@ import time
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 
+from rally_keystone_bench import writer
 from rally_keystone_bench.errors import BenchError
 
 
@@ -47,7 +48,7 @@ def spawn(
     Output goes to LOG. The process outlives this one, so that ``keystone up``
     and ``keystone down`` can be separate commands; ``terminate`` stops it.
     """
-    with open(log, "ab") as out:
+    with writer.open_stream(log, "ab") as out:
         proc = subprocess.Popen(
             list(argv),
             stdin=subprocess.DEVNULL,

@@ -49,6 +49,8 @@ import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 
+from rally_keystone_bench import writer
+
 RATE = 100  # samples per second and process
 SLICE_S = 2.0  # seconds between restarts of py-spy when its samples are split by time
 # Up to here a frame's path says only where Python was installed: site-packages'
@@ -107,7 +109,7 @@ class Profile:
                 spy, "record", "--pid", str(pid), "--subprocesses", "--idle", "--nonblocking",
                 "--rate", str(RATE), "--format", "raw", "--output", str(out),
             ]  # fmt: skip
-            with open(log, "w") as err:
+            with writer.open_stream(log, "w") as err:
                 proc = subprocess.Popen(argv, stdout=err, stderr=subprocess.STDOUT)
             procs.append((proc, out, log))
         self._since = time.time()
@@ -210,7 +212,7 @@ def write_stacks(path: Path, stacks: collections.Counter[str]) -> Path:
     2-core AMD EPYC, 2026-11-29) became 434 kB, in 0.7 s of CPU after the load."""
     text = "".join(f"{s} {n}\n" for s, n in sorted(stacks.items()))
     out = stored(path)
-    out.write_bytes(lzma.compress(text.encode(), preset=1))
+    writer.write_bytes(out, lzma.compress(text.encode(), preset=1))
     return out
 
 
@@ -229,7 +231,7 @@ def write_slices(
         parts.append(f"T {since:.3f} {until:.3f}\n")
         parts.extend(f"{i} {n}\n" for i, n in sorted(counts.items()))
     out = slices_of(path)
-    out.write_bytes(lzma.compress("".join(parts).encode(), preset=1))
+    writer.write_bytes(out, lzma.compress("".join(parts).encode(), preset=1))
     return out
 
 

@@ -111,21 +111,6 @@ class SeedPlan:
     def projects(self) -> int:
         return self.direct_projects + self.groups * self.projects_per_group
 
-    def expected_counts(self, per_token: int = 1) -> dict[str, int]:
-        """Rows the plan adds per Keystone table (beyond bootstrap's)."""
-        return {
-            "revocation_event": self.total_events(per_token),
-            "service": self.services,
-            "endpoint": self.endpoints,
-            "region": self.regions,
-            "project": self.projects,
-            "group": self.groups,
-            "user_group_membership": self.groups,
-            # a role per direct project, per group's project, one inherited
-            "assignment": self.projects + int(self.inherited_domain_role),
-            "role": 1,
-        }
-
     def to_json(self) -> str:
         return json.dumps(asdict(self), sort_keys=True)
 

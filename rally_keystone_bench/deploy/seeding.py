@@ -16,6 +16,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from rally_keystone_bench import writer
 from rally_keystone_bench.deploy import files
 from rally_keystone_bench.deploy.bootstrap import ADMIN_PROJECT, ADMIN_USER
 from rally_keystone_bench.deploy.keystone import LocalKeystone
@@ -30,7 +31,7 @@ def _run(ks: LocalKeystone, mode: str, stdin: str = "") -> dict[str, Any]:
         raise BenchError("Keystone is not started: nothing to seed")
     script = files.write(ks.run_dir / SCRIPT, SCRIPT)
     log = ks.run_dir / f"keystone-seed-{mode}.log"
-    with open(log, "w") as err:
+    with writer.open_stream(log, "w") as err:
         proc = subprocess.run(
             [str(ks.venv / "bin" / "python"), str(script), str(ks.config_path), mode],
             input=stdin,

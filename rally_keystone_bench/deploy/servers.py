@@ -26,6 +26,7 @@ import shutil
 import tempfile
 from pathlib import Path
 
+from rally_keystone_bench import writer
 from rally_keystone_bench.deploy import files, nginx, shared_view
 from rally_keystone_bench.deploy.site import Site
 from rally_keystone_bench.errors import BenchError
@@ -61,7 +62,7 @@ def uwsgi_config(site: Site) -> str:
 
 def uwsgi_command(site: Site) -> list[str]:
     ini = site.run_dir / "uwsgi.ini"
-    ini.write_text(uwsgi_config(site))
+    writer.write_private(ini, uwsgi_config(site))  # its state: its owner's only
     return [site.bin("uwsgi"), "--ini", str(ini)]
 
 
@@ -73,7 +74,7 @@ def gunicorn_command(site: Site) -> list[str]:
     module = site.run_dir / f"{GUNICORN_MODULE}.py"
     files.write(module, "keystone_bench_gunicorn.py", hook_module=HOOK_MODULE)
     conf = site.run_dir / "gunicorn.conf.py"
-    conf.write_text(gunicorn_config(site))
+    writer.write_private(conf, gunicorn_config(site))
     return [site.bin("gunicorn"), "--config", str(conf), f"{GUNICORN_MODULE}:application"]
 
 

@@ -26,6 +26,7 @@ import subprocess
 import time
 from pathlib import Path
 
+from rally_keystone_bench import writer
 from rally_keystone_bench.deploy import process
 from rally_keystone_bench.errors import BenchError
 
@@ -127,7 +128,7 @@ def start_postgres(run_dir: Path, port: int, log: Path) -> int:
             os.chown(data, entry.pw_uid, entry.pw_gid)
         initdb = [*_as_account(), pg_bin("initdb"), "-D", str(data), "-U", "postgres"]
         initdb += ["--auth=trust", "--no-sync"]
-        with open(log, "a") as out:
+        with writer.open_stream(log, "a") as out:
             done = subprocess.run(initdb, stdout=out, stderr=subprocess.STDOUT, check=False)
         if done.returncode != 0:
             raise BenchError(f"initdb failed (exit {done.returncode}); see {log}")

@@ -24,6 +24,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from rally_keystone_bench import writer
 from rally_keystone_bench.clients.tracing import KEY_FILE_ENV, RATE_ENV
 
 DRIVER_SCHEME = "keystone-bench-traces"  # the driver's name in the template
@@ -48,9 +49,7 @@ def prepare(run_dir: Path, key_text: str | None = None) -> None:
     """
     key = key_path(run_dir)
     if not key.exists():
-        fd = os.open(key, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-        with os.fdopen(fd, "w") as out:
-            out.write(key_text or secrets.token_hex(32) + "\n")
+        writer.create_private(key, key_text or secrets.token_hex(32) + "\n")
     store_path(run_dir).mkdir(mode=0o700, exist_ok=True)
 
 
@@ -94,7 +93,7 @@ def remove(run_dir: Path, config_path: Path | None = None) -> bool:
             for line in lines
         ]
         if scrubbed != lines:
-            config_path.write_text("".join(scrubbed))
+            writer.write_private(config_path, "".join(scrubbed))  # keystone.conf
             found = True
     return found
 
@@ -144,8 +143,7 @@ def take_records(run_dir: Path) -> list[dict[str, Any]]:
     """
     records = read_records(run_dir)
     for path in store_path(run_dir).glob("*.jsonl"):
-        with open(path, "r+") as f:
-            f.truncate(0)
+        writer.empty(path)
     return records
 
 

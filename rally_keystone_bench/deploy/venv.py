@@ -31,6 +31,7 @@ import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
+from rally_keystone_bench import writer
 from rally_keystone_bench.deploy import gitref, releases
 from rally_keystone_bench.errors import BenchError
 
@@ -113,7 +114,7 @@ def env_path(spec: str) -> Path:
 def _locked(path: Path) -> Iterator[None]:
     """Hold an exclusive lock so two starts never build one environment at once."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    with open(path, "w") as lock:
+    with writer.open_stream(path, "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         try:
             yield
@@ -181,7 +182,7 @@ def _uwsgi_wheel(log: Path) -> str:
 
 
 def _run_logged(cmd: list[str], log: Path, what: str) -> None:
-    with open(log, "a") as out:
+    with writer.open_stream(log, "a") as out:
         out.write("$ " + " ".join(cmd) + "\n")
         out.flush()
         proc = subprocess.run(cmd, stdout=out, stderr=subprocess.STDOUT, env=_uv_env())
@@ -218,7 +219,7 @@ def ensure_keystone_env(
             if venv.exists():
                 shutil.rmtree(venv)
             progress(f"building Keystone environment for {spec} in {venv} (once per SPEC)")
-            log.write_text("")
+            writer.write_text(log, "")
             installed = False
             try:
                 _make_venv(venv, log)
@@ -238,7 +239,7 @@ def ensure_keystone_env(
             except BaseException:
                 shutil.rmtree(venv, ignore_errors=True)
                 raise
-            (venv / COMPLETE_MARKER).write_text(spec + "\n")
+            writer.write_text(venv / COMPLETE_MARKER, spec + "\n")
         missing = [pkg for pkg in extras if not _has_distribution(venv, pkg)]
         if missing:
             progress(f"installing {', '.join(missing)} into {venv}")
@@ -278,12 +279,12 @@ def _pip_dated(venv: Path, spec: str, dated: str, log: Path) -> None:
     # Sdists of that day build with pbr, which imports pkg_resources: today's
     # setuptools has none, so their build environments get an older one.
     build = venv / "rkb-build-constraints.txt"
-    build.write_text(releases.BUILD_CONSTRAINTS)
+    writer.write_text(build, releases.BUILD_CONSTRAINTS)
     args = [*releases.pypi_only(os.environ), "--uploaded-prior-to", dated]
     args += ["--build-constraint", str(build)]
     if releases.caps(spec):
         pins = venv / "rkb-constraints.txt"
-        pins.write_text("".join(f"{c}\n" for c in releases.caps(spec)))
+        writer.write_text(pins, "".join(f"{c}\n" for c in releases.caps(spec)))
         args += ["--constraint", str(pins)]
     _run_logged([*pip, *args, spec], log, what=f"install {spec}")
 
@@ -321,7 +322,7 @@ def _add_wsgi_module(venv: Path) -> None:
         return
     package.mkdir(exist_ok=True)
     (package / "__init__.py").touch()
-    (package / "api.py").write_text(WSGI_API)
+    writer.write_text(package / "api.py", WSGI_API)
 
 
 def _has_distribution(venv: Path, requirement: str) -> bool:

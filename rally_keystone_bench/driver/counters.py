@@ -2,22 +2,21 @@
 
 After each task, the traces its requests left in the run's trace store are
 taken (the store is emptied for the next task), split into the task's
-workloads by time, counted per action, and the task's summary is written
-again with them.
+workloads by time and counted per action; the task's summary is then written
+once with them (driver/task_reports.write_summary).
 """
 
 from __future__ import annotations
 
 import collections
 import json
-import os
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from rally_keystone_bench import writer
 from rally_keystone_bench.deploy import profiling, tracing
 from rally_keystone_bench.report.flame import Flames, WorkloadFlame, flame_svg
-from rally_keystone_bench.report.render import write_summary
 from rally_keystone_bench.verdicts import counters, profiles
 from rally_keystone_bench.verdicts.machine import load_windows as windows  # each workload's span
 
@@ -98,10 +97,10 @@ def _slice_length(spans: Sequence[profiles.Span]) -> float | None:
 
 
 def gather(outcome: Any, keystone_dir: Path | None, profile: Path | None = None) -> None:
-    """Set OUTCOME.counters from the trace store; rewrite its summary with them and PROFILE.
-
-    PROFILE: py-spy's collapsed stacks of the task, drawn as flame graphs (profile_view).
-    """
+    """Keystone's side of OUTCOME, for its summary: its counters from the trace store, the
+    traced Keystone's state after the load, and PROFILE (py-spy's collapsed stacks of the
+    task) drawn as flame graphs (profile_view). The summary is written after, once
+    (task_reports.write_summary)."""
     traced = keystone_dir is not None and tracing.store_path(keystone_dir).is_dir()
     records = tracing.take_records(keystone_dir) if traced and keystone_dir else []
     if not outcome.workloads or (not traced and profile is None):
@@ -110,17 +109,12 @@ def gather(outcome: Any, keystone_dir: Path | None, profile: Path | None = None)
         outcome.counters = per_workload(records, outcome.workloads)
         pools = tracing.checked_out(keystone_dir) if keystone_dir else {}
         outcome.checked_out = sum(pools.values()) if pools else None
-    flames = kept = None
-    stem = outcome.task_file.stem
+        outcome.keystone = {"db_connections_checked_out": outcome.checked_out}
     if profile is not None and profile.exists():
-        flames, kept = profile_view(profile, outcome.workloads, stem, keystone_dir)
-    if outcome.summary is not None:
-        label = f"{stem} ({outcome.interrupted}: what ran)" if outcome.interrupted else stem
-        state = {"db_connections_checked_out": outcome.checked_out} if traced else None
-        write_summary(
-            outcome.workloads, outcome.summary.parent, label, outcome.counters, flames, state,
-            getattr(outcome, "machine", None), kept,
-        )  # fmt: skip
+        stem = outcome.task_file.stem
+        outcome.flames, outcome.profile = profile_view(
+            profile, outcome.workloads, stem, keystone_dir
+        )
 
 
 def server_pids(keystone_dir: Path | None) -> list[int]:
@@ -147,9 +141,7 @@ def share_key(run_dirs: Sequence[Path]) -> None:
     for run_dir in run_dirs[1:]:
         path = tracing.key_path(run_dir)
         path.unlink(missing_ok=True)
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-        with os.fdopen(fd, "w") as out:
-            out.write(key)
+        writer.create_private(path, key)
 
 
 def side_costs(

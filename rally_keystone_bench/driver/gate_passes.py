@@ -43,11 +43,6 @@ def side_of(name: str) -> str:
     return name.split("_")[0]
 
 
-def task_targets(keystones: Mapping[str, LocalKeystone]) -> dict[str, str]:
-    """The cache-off pair's openrc files, as the task args that name them."""
-    return {n: str(ks.openrc_path) for n, ks in keystones.items() if n not in SIDES}
-
-
 def server_trees(keystones: Mapping[str, LocalKeystone]) -> dict[str, list[int]]:
     """Each side's server pids over both pairs ("server", or "<node>-server")."""
     trees: dict[str, list[int]] = {side: [] for side in SIDES}

@@ -4,7 +4,7 @@ Shared by every verb that runs our contexts on a cloud (``run
 --existing-cloud``, ``capacity --target cloud``, ``load --engine rally
 --target cloud``): a task whose contexts did not clean up to their end (a
 second signal, Rally killed, a context's cleanup failing) gets one line
-that names what may be left and the ``keystone-bench cleanup --workload``
+that names what may be left and the ``keystone-bench cleanup --workload-id``
 command that deletes exactly that (plugins/contexts/leftovers.py). A local
 Keystone or the mock needs none of it: it goes with whatever was left in it.
 """
@@ -26,7 +26,7 @@ def cleanup_command(workload_uuids: Sequence[str], spec: str | None = None) -> s
     """The ``keystone-bench cleanup`` command that deletes what these workloads left."""
     words = ["keystone-bench", "cleanup"]
     for w in workload_uuids:
-        words += ["--workload", leftovers.short_id(w)]
+        words += ["--workload-id", leftovers.short_id(w)]
     if spec:
         words += ["--spec", shlex.quote(str(Path(spec).resolve()))]
     return " ".join(words)

@@ -15,7 +15,9 @@ class TaskOutcome:
     rally_exit: int
     json_report: Path | None = None
     html_report: Path | None = None
-    summary: Path | None = None
+    summary: Path | None = None  # summary.html, once written (task_reports.write_summary)
+    summary_dir: Path | None = None  # where it goes: STEM-summary beside Rally's reports
+    summary_doc: dict | None = None  # summary.json's document as written, for the history
     workloads: list = dataclasses.field(default_factory=list)
     interrupted_by: int | None = None  # the signal that stopped the task, if one did
     cleanup_cut_short: bool = False  # a second signal stopped Rally before its cleanup ended
@@ -25,6 +27,11 @@ class TaskOutcome:
     checked_out: int | None = None  # Keystone's DB connections checked out after the load
     sampler: Any = None  # procstat.Sampler of the task (driver/machine.py)
     machine: Any = None  # verdicts.machine.MachineState of its load windows
+    # Keystone's side, for the summary (driver/counters.gather): its flame graphs, what
+    # summary.json keeps of the profile, and the traced Keystone's state after the load
+    flames: Any = None
+    profile: dict | None = None
+    keystone: dict | None = None
 
     @property
     def interrupted(self) -> str | None:

@@ -22,9 +22,10 @@ from pathlib import Path
 from typing import Any
 
 from rally_keystone_bench import procstat, shipped
-from rally_keystone_bench.driver import left_behind, probe_args
+from rally_keystone_bench.driver import left_behind, probe_args, rally
 from rally_keystone_bench.driver import machine as machine_record
 from rally_keystone_bench.driver import task as rally_task
+from rally_keystone_bench.driver.outcome import TaskOutcome
 from rally_keystone_bench.driver.probe_evidence import ProbeEvidence
 from rally_keystone_bench.driver.rally import RallyHome, last_line
 from rally_keystone_bench.errors import BenchError
@@ -154,7 +155,7 @@ class RallyProber:
         self.plan = plan or capacity.Plan(capacity.estimated_probes(settings))
         self.count = 0
         self.done: list[capacity.Probe] = []
-        self.tasks: list[rally_task.TaskOutcome] = []  # each run's task, for say_left_behind
+        self.tasks: list[TaskOutcome] = []  # each run's task, for say_left_behind
 
     def verdict_so_far(self) -> str:
         return so_far(self.done)
@@ -196,8 +197,7 @@ class RallyProber:
         if task.uuid is None:
             done.error = f"rally task start exited {task.rc} without a result; see {log}"
             return done
-        args = ("task", "report", task.uuid, "--json", "--out", str(report))
-        proc = self.home.rally(*args, check=False)
+        proc = rally.task_report(self.home, task.uuid, report)
         if proc.returncode == 0:
             done.report = report
         else:

@@ -7,7 +7,6 @@ HOME set to the directory, where Rally keeps its globals file.
 
 from __future__ import annotations
 
-import json
 import os
 import re
 import shutil
@@ -19,6 +18,7 @@ from typing import Any
 
 from oslo_log import _options
 
+from rally_keystone_bench import writer
 from rally_keystone_bench.clients.credentials import DEFAULTS, from_environ, read_platform
 from rally_keystone_bench.errors import BenchError
 
@@ -85,14 +85,13 @@ class RallyHome:
         # (None: an existing database, whose envs only Rally knows).
         self._envs: set[str] | None = None
         if not self.config_path.exists():
-            fd = os.open(self.config_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-            with os.fdopen(fd, "w") as out:
-                out.write(
-                    "[DEFAULT]\n"
-                    f"log_file = {self.path / 'rally.log'}\n"
-                    "\n[database]\n"
-                    f"connection = sqlite:///{self.path / 'rally.sqlite'}\n"
-                )
+            writer.write_private(
+                self.config_path,
+                "[DEFAULT]\n"
+                f"log_file = {self.path / 'rally.log'}\n"
+                "\n[database]\n"
+                f"connection = sqlite:///{self.path / 'rally.sqlite'}\n",
+            )
             self.rally("db", "ensure")
             self._envs = set()
         for name in ("rally.sqlite", "rally.log"):
@@ -112,7 +111,7 @@ class RallyHome:
         text = self.config_path.read_text().replace(
             "[DEFAULT]\n", f"[DEFAULT]\ndefault_log_levels = {','.join(levels)}\n", 1
         )
-        path.write_text(text)
+        writer.write_private(path, text)  # in Rally's home: its owner's only
         return path
 
     def environ(self) -> dict[str, str]:
@@ -146,9 +145,7 @@ class RallyHome:
     def create_env(self, name: str, spec: Mapping[str, Any]) -> str:
         """Create (or replace) env NAME from SPEC and return its uuid."""
         spec_path = self.path / f"{name}.spec.json"
-        fd = os.open(spec_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-        with os.fdopen(fd, "w") as out:
-            json.dump(spec, out)
+        writer.write_json(spec_path, spec, indent=None, newline=False, private=True)
         # A database made by this object holds only the envs it created: asking
         # Rally (a process and its imports, about 2 s) is needed only otherwise.
         if self._envs is None or name in self._envs:

@@ -7,8 +7,8 @@ asking Rally for one is the driver's job.
 from __future__ import annotations
 
 import os
-import tempfile
 
+from rally_keystone_bench import writer
 from rally_keystone_bench.driver import rally
 from rally_keystone_bench.driver.rally import RallyHome, last_line
 from rally_keystone_bench.errors import BenchError
@@ -28,7 +28,7 @@ def load_task(task_uuid: str, rally_home: str | None = None) -> list[results.Wor
             f"{home}{where} is not a keystone-bench Rally home: no rally.conf there; "
             "it is the rally/ directory of a run, e.g. .keystone-bench/runs/<stamp>/rally"
         )
-    with tempfile.TemporaryDirectory(prefix="kb-report-") as tmp:
+    with writer.temporary_directory("kb-report-") as tmp:
         out = os.path.join(tmp, "report.json")
         proc = rally.task_report(RallyHome(home) if home else None, task_uuid, out)
         if proc.returncode != 0:

@@ -11,10 +11,6 @@ uuid and iteration counts (Rally's ITER lines, or the ``pooled_rps`` runner's
 own counts), then goes to WATCH(run, line), which may stop the task
 (``run.stop(why)``, as ``rally task abort`` would). Without a watcher,
 progress lines go to stderr every few seconds.
-
-``sigterm_as_interrupt``, ``TaskOutcome`` and ``new_run_dirs`` (moved to
-their own modules) are still imported from here by driver/probers.py,
-verbs/capacity.py and verbs/load.py, until those import them from their homes.
 """
 
 from __future__ import annotations
@@ -32,14 +28,10 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+from rally_keystone_bench import writer
 from rally_keystone_bench.boundary import mask_urls
 from rally_keystone_bench.driver import interrupts, workload_progress
-from rally_keystone_bench.driver.interrupts import (
-    ABORT_WAIT_S,
-    KILL_GRACE_S,
-    sigterm_as_interrupt,  # noqa: F401
-)
-from rally_keystone_bench.driver.outcome import TaskOutcome  # noqa: F401
+from rally_keystone_bench.driver.interrupts import ABORT_WAIT_S, KILL_GRACE_S
 from rally_keystone_bench.driver.rally import (
     PRIVATE_UMASK,
     UUID_RE,
@@ -47,7 +39,6 @@ from rally_keystone_bench.driver.rally import (
     last_line,
     rally_executable,
 )
-from rally_keystone_bench.driver.workspace import new_run_dirs  # noqa: F401
 from rally_keystone_bench.errors import BenchError, Interrupted
 from rally_keystone_bench.plugins.runners.progress import Totals, parse_progress
 
@@ -264,7 +255,7 @@ def start_task(
     if task_args:
         cmd += ["--task-args", json.dumps(task_args)]
     run = TaskRun(home, task_file, log_path)
-    with open(log_path, "w", buffering=1) as log:  # line by line: tail -f works
+    with writer.open_stream(log_path, "w", buffering=1) as log:  # line by line: tail -f works
         run._log = log
         run._proc = proc = subprocess.Popen(
             cmd,

@@ -21,7 +21,7 @@ from rally_keystone_bench.driver.outcome import TaskOutcome
 from rally_keystone_bench.driver.rally import RallyHome
 from rally_keystone_bench.driver.task import TaskRun, progress
 from rally_keystone_bench.errors import Interrupted
-from rally_keystone_bench.report.render import write_summary
+from rally_keystone_bench.report import render
 from rally_keystone_bench.verdicts import results
 
 
@@ -30,8 +30,14 @@ def json_report(home: RallyHome, uuid: str, path: Path) -> bool:
     return rally.task_report(home, uuid, path).returncode == 0
 
 
-def write_reports(home: RallyHome, outcome: TaskOutcome, out_dir: Path) -> None:
-    """Rally's JSON and static HTML reports, then our summary, for one task."""
+def write_reports(
+    home: RallyHome, outcome: TaskOutcome, out_dir: Path, summary: bool = True
+) -> None:
+    """Rally's JSON and static HTML reports, then (with SUMMARY) our summary, for one task.
+
+    Without SUMMARY the caller adds Keystone's side first (driver/counters.gather), then
+    writes the summary once with ``write_summary``.
+    """
     if outcome.uuid is None:
         return
     started = time.monotonic()
@@ -39,6 +45,7 @@ def write_reports(home: RallyHome, outcome: TaskOutcome, out_dir: Path) -> None:
     # Rally runs in its own home directory: a relative path would land there.
     out_dir = out_dir.resolve()
     stem = outcome.task_file.stem
+    outcome.summary_dir = out_dir / f"{stem}-summary"
     json_path, html_path = out_dir / f"{stem}.json", out_dir / f"{stem}.html"
 
     def html_report() -> None:
@@ -55,12 +62,24 @@ def write_reports(home: RallyHome, outcome: TaskOutcome, out_dir: Path) -> None:
     if outcome.json_report is not None:
         outcome.workloads = results.load(json_path)
         if outcome.workloads:
-            label = f"{stem} ({outcome.interrupted}: what ran)" if outcome.interrupted else stem
             outcome.machine = machine_record.state_of(outcome.sampler, outcome.workloads)
-            outcome.summary = write_summary(
-                outcome.workloads, out_dir / f"{stem}-summary", label, machine=outcome.machine
-            )
+            if summary:
+                write_summary(outcome)
     progress(f"{outcome.task_file.name}: reports written in {time.monotonic() - started:.1f} s")
+
+
+def write_summary(outcome: TaskOutcome) -> None:
+    """OUTCOME's summary.html and summary.json, written once with everything it has (the
+    machine, and Keystone's counters and profile when they were gathered)."""
+    if not outcome.workloads or outcome.summary_dir is None:
+        return
+    stem = outcome.task_file.stem
+    label = f"{stem} ({outcome.interrupted}: what ran)" if outcome.interrupted else stem
+    written = render.write_summary_files(
+        outcome.workloads, outcome.summary_dir, label, outcome.counters, outcome.flames,
+        outcome.keystone, outcome.machine, outcome.profile,
+    )  # fmt: skip
+    outcome.summary, outcome.summary_doc = written.html, written.doc
 
 
 def run_task(
@@ -71,17 +90,20 @@ def run_task(
     out_dir: Path,
     trees: dict[str, list[int]] | None = None,
     interval: float = 1.0,
+    summary: bool = True,
 ) -> TaskOutcome:
     """Start TASK_FILE and write its reports into OUT_DIR, even when it fails half-way.
 
     /proc is sampled every INTERVAL seconds meanwhile (TREES: name -> root
     pids of the processes to tell apart): the machine's record of the run.
+    Without SUMMARY, the caller writes the summary (``write_summary``), once
+    it added Keystone's side.
     """
     out_dir.mkdir(parents=True, exist_ok=True)
     outcome = TaskOutcome(task_file, None, -1)
     log_path = out_dir / f"{task_file.stem}.rally.log"
     with machine_record.sampled(trees, interval) as outcome.sampler:
-        _run_and_report(home, env, task_file, task_args, out_dir, outcome, log_path)
+        _run_and_report(home, env, task_file, task_args, out_dir, outcome, log_path, summary)
     return outcome
 
 
@@ -93,6 +115,7 @@ def _run_and_report(
     out_dir: Path,
     outcome: TaskOutcome,
     log_path: Path,
+    summary: bool = True,
 ) -> None:
     try:
         run = rally_task.start_task(home, env, task_file, task_args, log_path)
@@ -107,7 +130,7 @@ def _run_and_report(
         exc.outcome = outcome
         raise
     finally:
-        write_reports(home, outcome, out_dir)
+        write_reports(home, outcome, out_dir, summary)
 
 
 # What our contexts' cleanup says when it could not delete everything (_base.py).

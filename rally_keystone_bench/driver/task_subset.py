@@ -10,12 +10,13 @@ out by name and the caller runs the whole task.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Collection
 from pathlib import Path
 from typing import Any
 
 import yaml
+
+from rally_keystone_bench import writer
 
 
 def render(task: Path, task_args: dict[str, Any]) -> dict[str, Any]:
@@ -51,5 +52,5 @@ def subset(
     if out.get("title"):
         out["title"] = f"{out['title']} ({len(kept)} of {len(subtasks)} workloads)"
     dest.parent.mkdir(parents=True, exist_ok=True)
-    dest.write_text(json.dumps(out, indent=1) + "\n")
+    writer.write_json(dest, out, indent=1)
     return dest

@@ -9,7 +9,6 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import html
-import json
 import os
 import platform
 from collections.abc import Sequence
@@ -18,6 +17,7 @@ from typing import Any
 
 from markupsafe import Markup
 
+from rally_keystone_bench import writer
 from rally_keystone_bench.report import svg
 from rally_keystone_bench.report.render import environment
 from rally_keystone_bench.verdicts.capacity import Outcome, Settings, fmt
@@ -222,8 +222,8 @@ def write_reports(
     summary = build_summary(outcome, settings, target, started_at, elapsed)
     json_path, html_path = out_dir / "capacity.json", out_dir / "capacity.html"
     doc = {"tool_version": tool_version(), **summary}
-    json_path.write_text(json.dumps(doc, indent=2) + "\n", encoding="utf-8")
-    html_path.write_text(render_html(summary, outcome.probes, outcome.n), encoding="utf-8")
+    writer.write_json(json_path, doc)
+    writer.write_text(html_path, render_html(summary, outcome.probes, outcome.n))
     return json_path, html_path
 
 

@@ -10,8 +10,9 @@ from collections.abc import Sequence
 import numpy as np
 from markupsafe import Markup
 
+from rally_keystone_bench import writer
 from rally_keystone_bench.errors import BenchError
-from rally_keystone_bench.report import junit, svg
+from rally_keystone_bench.report import counters, junit, svg
 from rally_keystone_bench.report.render import environment
 from rally_keystone_bench.verdicts.compare import (
     ADVICE,
@@ -20,6 +21,7 @@ from rally_keystone_bench.verdicts.compare import (
     Comparison,
     pair_workloads,
 )
+from rally_keystone_bench.verdicts.counters import CounterChange
 from rally_keystone_bench.verdicts.failures import p_text
 from rally_keystone_bench.verdicts.results import Workload
 from rally_keystone_bench.version import version as tool_version
@@ -86,17 +88,17 @@ def check_writable(path: str, flag: str) -> None:
         raise BenchError(f"{flag} {path} is not writable")
 
 
-def write_text(path: str, text: str) -> None:
+def save(path: str, text: str) -> None:
+    """TEXT at PATH; BenchError (exit 2) when it cannot be written."""
     try:
-        with open(path, "w", encoding="utf-8") as f:
-            f.write(text)
+        writer.write_text(path, text)
     except OSError as exc:
         raise BenchError(f"cannot write {path}: {exc.strerror or exc}") from None
 
 
 def write_json(result: CompareResult, path: str) -> None:
     doc = {"tool_version": tool_version(), **result.as_dict()}
-    write_text(path, json.dumps(doc, indent=2) + "\n")
+    save(path, json.dumps(doc, indent=2) + "\n")
 
 
 def changed_lines(result: CompareResult) -> list[str]:
@@ -159,18 +161,19 @@ def write_html(
 ) -> None:
     """compare.html at PATH; SIDES: the base's and candidate's workloads, for the charts."""
     charts = distributions(result, *sides) if sides else None
-    write_text(path, render_html(result, evidence, charts))
+    save(path, render_html(result, evidence, charts))
 
 
-def render_junit(result: CompareResult) -> str:
-    """JUnit XML: a test case per action and throughput; regressions fail."""
+def render_junit(result: CompareResult, changes: Sequence[CounterChange] = ()) -> str:
+    """JUnit XML: a test case per action and throughput, then per counter of CHANGES;
+    regressions fail."""
     cases = []
     for w in result.workloads:
         for c in [*w.actions, *([w.throughput] if w.throughput else [])]:
             outcome = junit.FAILED if c.regression else junit.PASSED
             cases.append(junit.Case(w.label, c.name, c.verdict, _numbers(c), outcome))
-    return junit.render("keystone-bench compare", cases)
+    return junit.render("keystone-bench compare", [*cases, *counters.junit_cases(changes)])
 
 
-def write_junit(result: CompareResult, path: str) -> None:
-    write_text(path, render_junit(result))
+def write_junit(result: CompareResult, path: str, changes: Sequence[CounterChange] = ()) -> None:
+    save(path, render_junit(result, changes))

@@ -2,14 +2,12 @@
 
 from __future__ import annotations
 
-import xml.etree.ElementTree as ET
 from collections.abc import Mapping, Sequence
-from pathlib import Path
 from typing import Any
 
 from markupsafe import Markup
 
-from rally_keystone_bench.report import svg
+from rally_keystone_bench.report import junit, svg
 from rally_keystone_bench.verdicts.counters import CACHE, CounterChange, finding
 
 
@@ -32,41 +30,21 @@ def format_changes(
     return lines
 
 
-def add_to_junit(xml_text: str, changes: Sequence[CounterChange]) -> str:
-    """XML_TEXT (a JUnit testsuite) with a test case per action's SQL statement count."""
-    suite = ET.fromstring(xml_text)
-    failures = int(suite.get("failures", "0"))
-    skipped = int(suite.get("skipped", "0"))
-    for change in changes:
-        case = ET.SubElement(
-            suite,
-            "testcase",
-            classname=f"keystone counters{': ' + change.workload if change.workload else ''}",
-            name=f"{change.action}: {change.counter} per request",
-            time="0",
+def junit_cases(changes: Sequence[CounterChange]) -> list[junit.Case]:
+    """A JUnit test case per counter of CHANGES (an action's SQL statements per request...),
+    for the suite compare's or the gate's report builds (report/junit.py)."""
+    return [
+        junit.Case(
+            f"keystone counters{': ' + change.workload if change.workload else ''}",
+            f"{change.action}: {change.counter} per request",
+            change.sentence(),
+            change.sentence(),
+            junit.FAILED if change.failed else junit.SKIPPED if change.unknown else junit.PASSED,
+            kind="counter regression",
+            said=change.sentence(),
         )
-        if change.failed:
-            failures += 1
-            failure = ET.SubElement(
-                case, "failure", message=change.sentence(), type="counter regression"
-            )
-            failure.text = change.sentence()
-        elif change.unknown:  # not judged: neither a pass nor a failure
-            skipped += 1
-            ET.SubElement(case, "skipped", message=change.sentence())
-        out = ET.SubElement(case, "system-out")
-        out.text = change.sentence()
-    suite.set("tests", str(len(suite.findall("testcase"))))
-    suite.set("failures", str(failures))
-    suite.set("skipped", str(skipped))
-    return (
-        '<?xml version="1.0" encoding="UTF-8"?>\n' + ET.tostring(suite, encoding="unicode") + "\n"
-    )
-
-
-def add_to_junit_file(path: Path, changes: list) -> None:
-    """The JUnit file at PATH with a counters test case per action of CHANGES added."""
-    path.write_text(add_to_junit(path.read_text(), changes))
+        for change in changes
+    ]
 
 
 def with_evidence(

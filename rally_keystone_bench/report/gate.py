@@ -2,16 +2,18 @@
 
 from __future__ import annotations
 
-import json
 import math
+from collections.abc import Sequence
 from pathlib import Path
 
 from markupsafe import Markup
 
-from rally_keystone_bench.report import junit, svg
+from rally_keystone_bench import writer
+from rally_keystone_bench.report import counters, junit, svg
 from rally_keystone_bench.report.compare import ms_or_na
 from rally_keystone_bench.report.render import environment
 from rally_keystone_bench.verdicts import family
+from rally_keystone_bench.verdicts.counters import CounterChange
 from rally_keystone_bench.verdicts.pairing import CPU_ROW, GateResult, Judgement
 from rally_keystone_bench.version import version as tool_version
 
@@ -72,8 +74,9 @@ def format_text(result: GateResult) -> str:
     return "\n".join(lines)
 
 
-def render_junit(result: GateResult) -> str:
-    """JUnit XML: a test case per action; a regression fails, inconclusive is skipped."""
+def render_junit(result: GateResult, changes: Sequence[CounterChange] = ()) -> str:
+    """JUnit XML: a test case per action, then per counter of CHANGES; a regression fails,
+    inconclusive is skipped."""
     cases = []
     for a in result.actions:
         numbers = "; ".join(_numbers(j) for j in (a.latency, a.cpu) if j is not None)
@@ -83,7 +86,7 @@ def render_junit(result: GateResult) -> str:
         elif a.inconclusive:
             outcome = junit.SKIPPED
         cases.append(junit.Case(a.workload, a.action, a.verdict, numbers, outcome))
-    return junit.render("keystone-bench gate", cases)
+    return junit.render("keystone-bench gate", [*cases, *counters.junit_cases(changes)])
 
 
 def block_charts(result: GateResult) -> list[Markup]:
@@ -98,17 +101,23 @@ def block_charts(result: GateResult) -> list[Markup]:
     return charts
 
 
-def write_outputs(result: GateResult, paths: dict[str, Path], evidence: dict | None = None) -> None:
+def write_outputs(
+    result: GateResult,
+    paths: dict[str, Path],
+    evidence: dict | None = None,
+    changes: Sequence[CounterChange] = (),
+) -> None:
     """The gate's JSON, JUnit and HTML at PATHS (keys JSON, JUnit, HTML).
 
-    EVIDENCE: Keystone's counters and profiles for the HTML (report/counters.evidence_html).
+    EVIDENCE: Keystone's counters and profiles for the HTML (report/counters.evidence_html);
+    CHANGES: the counters, a JUnit test case each.
     """
     doc = {"tool_version": tool_version(), **result.as_dict()}
-    paths["JSON"].write_text(json.dumps(doc, indent=2) + "\n")
-    paths["JUnit"].write_text(render_junit(result))
+    writer.write_json(paths["JSON"], doc)
+    writer.write_text(paths["JUnit"], render_junit(result, changes))
     html = (
         environment()
         .get_template("gate.html.j2")
         .render(r=result, text=format_text(result), charts=block_charts(result), evidence=evidence)
     )
-    paths["HTML"].write_text(html)
+    writer.write_text(paths["HTML"], html)

@@ -17,6 +17,7 @@ from typing import Any
 
 import numpy as np
 
+from rally_keystone_bench import writer
 from rally_keystone_bench.report import render, svg
 from rally_keystone_bench.verdicts.series import ANY_DEPLOYMENT, Found, Series
 
@@ -174,7 +175,7 @@ def write_html(
             generated_at=dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC"),
         )
     )
-    path.write_text(page)
+    writer.write_text(path, page)
     return path
 
 
@@ -287,7 +288,4 @@ def influx(runs: Sequence[Mapping[str, Any]]) -> str:
 def save_export(path: Path, text: str) -> Path:
     """An export at PATH, written whole under a temporary name and renamed (a collector
     never reads half a file)."""
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(text)
-    tmp.replace(path)
-    return path
+    return writer.write_text(path, text)

@@ -18,13 +18,16 @@ class Case:
     verdict: str
     numbers: str
     outcome: str = PASSED
+    kind: str = "regression"  # the failure's type
+    said: str | None = None  # its system-out (default: the verdict; its numbers)
 
 
 def _case(c: Case) -> str:
-    body = f"<system-out>{escape(c.verdict + '; ' + c.numbers)}</system-out>"
+    said = c.verdict + "; " + c.numbers if c.said is None else c.said
+    body = f"<system-out>{escape(said)}</system-out>"
     if c.outcome == FAILED:
         body = (
-            f'<failure message={quoteattr(c.verdict)} type="regression">'
+            f"<failure message={quoteattr(c.verdict)} type={quoteattr(c.kind)}>"
             f"{escape(c.numbers)}</failure>" + body
         )
     elif c.outcome == SKIPPED:

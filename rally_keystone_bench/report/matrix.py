@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import json
 import math
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from rally_keystone_bench import writer
 from rally_keystone_bench.report import svg
 from rally_keystone_bench.report.render import environment
 from rally_keystone_bench.verdicts.rounds import across_rounds
@@ -117,7 +117,7 @@ def write_report(
     title = f"keystone-bench matrix: {task}"
     html, js = out_dir / "matrix.html", out_dir / "matrix.json"
     summary = across_rounds(rows)
-    html.write_text(render_html(rows, title, deployments, errors or {}, summary), encoding="utf-8")
+    writer.write_text(html, render_html(rows, title, deployments, errors or {}, summary))
     doc = {
         "task": task,
         "tool_version": tool_version(),
@@ -129,5 +129,5 @@ def write_report(
     }
     if per_node:
         doc["token_requests_per_node"] = per_node
-    js.write_text(json.dumps(doc, indent=2) + "\n", encoding="utf-8")
+    writer.write_json(js, doc)
     return html, js

@@ -2,14 +2,15 @@
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
+
+from rally_keystone_bench import writer
 
 
 def write_json(
     path: Path, doc: Any, *, indent: int | None = 2, default: Callable[[Any], Any] | None = None
 ) -> None:
     """DOC as JSON at PATH; indented records end with a newline."""
-    path.write_text(json.dumps(doc, indent=indent, default=default) + ("\n" if indent else ""))
+    writer.write_json(path, doc, indent=indent, newline=bool(indent), default=default)

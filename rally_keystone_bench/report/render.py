@@ -14,12 +14,13 @@ import math
 import os
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import jinja2
 from markupsafe import Markup
 
 from rally_keystone_bench import __name__ as pkg
+from rally_keystone_bench import writer
 from rally_keystone_bench.errors import BenchError
 from rally_keystone_bench.report import svg
 from rally_keystone_bench.report.flame import Flames
@@ -457,15 +458,37 @@ def write_summary(
     profile: Mapping[str, Any] | None = None,
 ) -> Path:
     """Write summary.html and summary.json into ``out_dir``; return the HTML's path."""
+    return write_summary_files(
+        workloads, out_dir, source, counters, flames, keystone, machine, profile
+    ).html
+
+
+class WrittenSummary(NamedTuple):
+    html: Path  # summary.html
+    doc: dict[str, Any]  # summary.json's document, as written: what the results store takes
+
+
+def write_summary_files(
+    workloads: Sequence[Workload],
+    out_dir: str | os.PathLike,
+    source: str,
+    counters: Sequence[Mapping] | None = None,
+    flames: Flames | None = None,
+    keystone: Mapping[str, Any] | None = None,
+    machine: Any = None,
+    profile: Mapping[str, Any] | None = None,
+) -> WrittenSummary:
+    """Write summary.html and summary.json into ``out_dir``, once: the HTML's path and the
+    JSON's document (decoded from the text written, so that it equals the file)."""
     files = render_files(workloads, source, counters, flames, keystone, machine, profile)
     out = Path(out_dir)
     try:
         out.mkdir(parents=True, exist_ok=True)
         for name, text in files.items():
-            (out / name).write_text(text, encoding="utf-8")
+            writer.write_text(out / name, text)
     except OSError as e:
         raise BenchError(f"{out}: cannot write the report: {e.strerror or e}") from None
-    return out / "summary.html"
+    return WrittenSummary(out / "summary.html", json.loads(files["summary.json"]))
 
 
 def default_out_dir(result: str) -> str:

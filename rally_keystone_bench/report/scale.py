@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import html
-import json
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from rally_keystone_bench import writer
 from rally_keystone_bench.report import svg
 from rally_keystone_bench.verdicts.growth import Dimension, Growth, Point
 from rally_keystone_bench.version import version as tool_version
@@ -121,7 +121,7 @@ def write(out_dir: Path, doc: dict[str, Any], chart_svg: str) -> tuple[Path, Pat
     """scale.json and scale.html in OUT_DIR."""
     json_path, html_path = out_dir / "scale.json", out_dir / "scale.html"
     doc = {"tool_version": tool_version(), **doc}
-    json_path.write_text(json.dumps(doc, indent=2) + "\n", encoding="utf-8")
+    writer.write_json(json_path, doc)
     growth = doc["growth"]
     verdict = growth["sentence"] if growth else "no growth fitted (fewer than two points)"
     rows = "".join(_row(p) for p in doc["points"])
@@ -147,5 +147,5 @@ def write(out_dir: Path, doc: dict[str, Any], chart_svg: str) -> tuple[Path, Pat
         "<table border='1' cellpadding='4'><tr><th>size</th><th>p50 ms</th><th>p95 ms</th>"
         f"<th>success</th><th>samples</th><th>setup</th></tr>{rows}</table></body></html>\n"
     )
-    html_path.write_text(page, encoding="utf-8")
+    writer.write_text(html_path, page)
     return json_path, html_path

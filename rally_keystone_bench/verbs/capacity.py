@@ -20,16 +20,11 @@ from pathlib import Path
 from typing import Any
 
 from rally_keystone_bench import boundary, shipped
-from rally_keystone_bench.driver import left_behind, targets
+from rally_keystone_bench.driver import interrupts, left_behind, targets, workspace
 from rally_keystone_bench.driver import machine as machine_record
 from rally_keystone_bench.driver import task as rally_task
 from rally_keystone_bench.driver.probe_evidence import ProbeEvidence
-from rally_keystone_bench.driver.probers import (  # noqa: F401 (ProbeWatcher, SLOTS_FULL: tested here)
-    SLOTS_FULL,
-    ProbeWatcher,
-    RallyProber,
-    elapsed_text,
-)
+from rally_keystone_bench.driver.probers import RallyProber, elapsed_text
 from rally_keystone_bench.driver.rally import auth_url_of
 from rally_keystone_bench.engines.locust import setup as locust_setup
 from rally_keystone_bench.engines.locust.engine import check_planned
@@ -52,9 +47,10 @@ def _finite(name: str, value: float) -> float:
 
 def check_settings(args: argparse.Namespace) -> capacity.Settings:
     """The search's settings from the command line; BenchError for any bad one."""
-    if args.scenario not in capacity.SCENARIOS:
+    if args.scenario not in capacity.SCENARIOS:  # lifecycle: one probe's, not a search's
         raise BenchError(
-            f"unknown scenario {args.scenario!r}: choose one of {', '.join(capacity.SCENARIOS)}"
+            f"capacity searches {' or '.join(capacity.SCENARIOS)}, not --scenario "
+            f"{args.scenario} (keystone-bench load probes it once)"
         )
     low, high = _finite("--low", args.low), _finite("--high", args.high)
     warmup, window = _finite("--warmup", args.warmup), _finite("--window", args.window)
@@ -75,7 +71,10 @@ def check_settings(args: argparse.Namespace) -> capacity.Settings:
     engine = getattr(args, "engine", None) or "rally"
     locust_workers = getattr(args, "locust_workers", None) or 1
     if getattr(args, "locust_workers", None) is not None and args.locust_workers < 1:
-        raise BenchError(f"--locust-workers must be at least 1, not {args.locust_workers}")
+        raise BenchError(  # load's 0 waits for --expect-workers: capacity starts its own
+            f"--locust-workers must be at least 1, not {args.locust_workers}: capacity "
+            "starts its Locust workers on this host"
+        )
     if getattr(args, "workers", None) is not None and getattr(args, "target", "local") != "local":
         # --workers is the local Keystone's; a Locust user may read it as load.py's
         hint = ": the Locust engine's worker processes are --locust-workers K"
@@ -210,7 +209,7 @@ def main(args: argparse.Namespace) -> int:
     elif args.target == "cloud":
         cloud = options.cloud_spec(args)
     options.check_history(args)
-    out_dir, run_dir = rally_task.new_run_dirs(args.reports_dir)
+    out_dir, run_dir = workspace.new_run_dirs(args.reports_dir)
     if args.target == "mock":
         mock = options.mock(args, run_dir)
     started_at = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
@@ -225,7 +224,7 @@ def main(args: argparse.Namespace) -> int:
     probers: list[probing.Prober] = []  # the prober, once made: its probes are kept on error
     target = args.target
     try:
-        with rally_task.sigterm_as_interrupt():
+        with interrupts.sigterm_as_interrupt():
             if settings.engine == "locust":
                 outcome, target = _search_locust(
                     settings,
@@ -332,8 +331,8 @@ def capacity_row(settings: capacity.Settings, outcome: capacity.Outcome) -> Acti
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """The options of ``keystone-bench capacity``."""
-    parser.add_argument(
-        "--scenario", required=True, help="the token path searched: authenticate or validate"
+    options.add_scenario_option(
+        parser, "the token path searched: authenticate or validate", required=True
     )
     parser.add_argument(
         "--low",
@@ -369,12 +368,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default="rally",
         help="load engine of every probe: rally (pooled_rps, default) or locust",
     )
-    parser.add_argument(
-        "--locust-workers",
-        type=int,
-        default=None,
-        metavar="K",
-        help="--engine locust: worker processes on this host (default 1); "
+    options.add_locust_workers_option(
+        parser,
+        "locust_workers",
+        "--engine locust: worker processes on this host (default 1); "
         "--workers stays the local Keystone's",
     )
     parser.add_argument(

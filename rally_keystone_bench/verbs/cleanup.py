@@ -1,7 +1,7 @@
 """``keystone-bench cleanup``: delete what our contexts left in a cloud.
 
 ``--reuse TAG``: the projects and users a reuse tag kept, then its state
-(the users' passwords) and token_pool's kept tokens. ``--workload ID``
+(the users' passwords) and token_pool's kept tokens. ``--workload-id ID``
 (repeatable): what a workload's contexts created and could not delete, a
 task cut short (keystone-bench prints this command with the IDs when that
 may have happened). ``--load ID`` (repeatable): the users and project of a
@@ -21,6 +21,7 @@ from rally_keystone_bench.clients.retry import KeystoneAdminError
 from rally_keystone_bench.engines.locust import setup as locust_setup
 from rally_keystone_bench.errors import BenchError
 from rally_keystone_bench.plugins.contexts import leftovers, reuse
+from rally_keystone_bench.verbs import options
 
 
 def admin_credential(args: argparse.Namespace) -> dict[str, Any]:
@@ -39,7 +40,7 @@ def main(args: argparse.Namespace) -> int:
     """Delete the tag's projects, users and state file, or what the workloads left."""
     given = [o for o in ("reuse", "workload", "load") if getattr(args, o, None)]
     if len(given) != 1:
-        raise BenchError("cleanup needs one of --reuse TAG, --workload ID or --load ID")
+        raise BenchError("cleanup needs one of --reuse TAG, --workload-id ID or --load ID")
     if args.workload:
         return clean_workloads(args)
     if args.load:
@@ -58,7 +59,7 @@ def main(args: argparse.Namespace) -> int:
 
 
 def clean_workloads(args: argparse.Namespace) -> int:
-    """Delete what each --workload's contexts left; one line per workload."""
+    """Delete what each --workload-id's contexts left; one line per workload."""
     shorts = list(dict.fromkeys(leftovers.check_workload(w) for w in args.workload))
     admin = AdminClient(admin_credential(args))
     for short in shorts:
@@ -94,13 +95,16 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="delete the users and projects kept by a run with this --reuse TAG",
     )
     parser.add_argument(
-        "--workload",
+        "--workload-id",
+        dest="workload",
         action="append",
         default=None,
         metavar="ID",
         help="delete what this workload's contexts left (its uuid or first 8 hex digits, "
         "as an interrupted run printed it); repeatable",
     )
+    # history's --workload filters by a workload's name
+    options.add_deprecated_alias(parser, "--workload", "--workload-id", dest="workload")
     parser.add_argument(
         "--load",
         action="append",

@@ -54,6 +54,7 @@ from rally_keystone_bench.errors import BenchError
 from rally_keystone_bench.report import counters as report_counters
 from rally_keystone_bench.report import gate as gate_report
 from rally_keystone_bench.verbs import options as verb_options
+from rally_keystone_bench.verbs import recording
 from rally_keystone_bench.verbs.gate_options import (  # noqa: F401  (the CLI's)
     CLOUD_TASK,
     add_arguments,
@@ -277,9 +278,13 @@ def ldap_target(ks: LocalKeystone, stack: contextlib.ExitStack) -> Path:
     return path
 
 
-def measure(home: Any, env: str, task: Path, task_args: dict, dest: Path, trees: dict) -> TaskRun:
-    """One ``rally task start``, /proc sampled beside it every SAMPLE_SECONDS (TREES: the sides)."""
+def measure(
+    home: Any, env: str, task: Path, task_args: dict, dest: Path, trees: dict, kept: list
+) -> TaskRun:
+    """One ``rally task start``, /proc sampled beside it every SAMPLE_SECONDS (TREES: the
+    sides); its outcome goes to KEPT (what the results store records)."""
     outcome = task_reports.run_task(home, env, task, task_args, dest, trees, SAMPLE_SECONDS)
+    kept.append(outcome)
     if not outcome.workloads:
         raise BenchError(
             f"rally task start exited {outcome.rally_exit} without results; see {dest}"
@@ -373,9 +378,7 @@ def write_reports(
         "JUnit": out_dir / "gate-junit.xml",
     }
     shown = report_counters.evidence_html(changes, moved, went, "baseline")
-    gate_report.write_outputs(result, paths, shown)
-    if changes:
-        report_counters.add_to_junit_file(paths["JUnit"], changes)
+    gate_report.write_outputs(result, paths, shown, changes)
     for label, path in paths.items():
         print(f"gate {label}: {path}")
     if any(c.failed for c in changes):
@@ -495,6 +498,7 @@ def main(args: argparse.Namespace) -> int:
     evidence = keystone_evidence.Evidence()
 
     runs: list[TaskRun] = []
+    outcomes: list = []  # each task run's, for the results store
     with interrupts.sigterm_as_interrupt(), contextlib.ExitStack() as stack:
         for side in deps:  # a failed start's trace key and store too
             stack.callback(tracing.remove, run_root / side / "keystone")
@@ -515,11 +519,10 @@ def main(args: argparse.Namespace) -> int:
             part = f" ({count} workloads)" if run_task != task else ""
             rally_task.progress(f"task run {n}: both sides, paired{part}")
             profile = getattr(args, "profile", "on") == "on"
+            dest = out_dir / f"run{n}"
             with keystone_evidence.profiled_sides(trees, out_dir, n, profile) as got:
                 runs.append(
-                    measure(
-                        home, rally_task.ENV_NAME, run_task, run_args, out_dir / f"run{n}", trees
-                    )
+                    measure(home, rally_task.ENV_NAME, run_task, run_args, dest, trees, outcomes)
                 )
             evidence.add_run(got, run_dirs, runs[-1].workloads)
             if n == 1:  # a whole task run's time, per workload
@@ -547,6 +550,7 @@ def main(args: argparse.Namespace) -> int:
         result.notes.extend(evidence.untraced([a.workload for a in result.actions]))
     rc = write_reports(result, out_dir, evidence, getattr(args, "max_sql_increase", 0), traced)
     line = " | ".join(f"{side}: {side_name(deps, commits, side)}" for side in SIDES)
-    verb_options.record_history(args, "gate", out_dir, deps["candidate"], line=line)
+    summaries = recording.summaries_of_outcomes(outcomes, out_dir, "gate")
+    verb_options.record_history(args, "gate", out_dir, deps["candidate"], summaries, line=line)
     print(gate_passes.total_line(began, setup))
     return rc

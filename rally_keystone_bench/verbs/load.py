@@ -1,6 +1,6 @@
 """``keystone-bench load``: one open-model probe on either engine, with its report.
 
-``--engine locust`` (a Locust master, ``--workers K`` local workers and
+``--engine locust`` (a Locust master, ``--locust-workers K`` local workers and
 ``--expect-workers K`` more started on other hosts) or ``--engine rally``
 (``rally task start`` with the pooled_rps runner: the same probe as one step
 of ``capacity``). Either engine's prober runs it (verdicts/probing.Prober:
@@ -21,8 +21,8 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import dataclasses
 import datetime
-import json
 import math
 import os
 from collections.abc import Iterator
@@ -33,9 +33,8 @@ from rally_keystone_bench import boundary, shipped
 from rally_keystone_bench.clients import credentials
 from rally_keystone_bench.deploy.deployment import Deployment
 from rally_keystone_bench.deploy.keystone import LocalKeystone
-from rally_keystone_bench.driver import left_behind, preflight, targets
+from rally_keystone_bench.driver import interrupts, left_behind, preflight, targets, workspace
 from rally_keystone_bench.driver import machine as machine_record
-from rally_keystone_bench.driver import task as rally_task
 from rally_keystone_bench.driver.probers import RallyProber
 from rally_keystone_bench.driver.rally import auth_url_of
 from rally_keystone_bench.driver.task import progress
@@ -45,7 +44,7 @@ from rally_keystone_bench.engines.locust.prober import LocustProber
 from rally_keystone_bench.errors import BenchError
 from rally_keystone_bench.report import records, render
 from rally_keystone_bench.report.redact import redact
-from rally_keystone_bench.verbs import options
+from rally_keystone_bench.verbs import options, recording
 from rally_keystone_bench.verdicts import capacity, probing, results
 from rally_keystone_bench.verdicts.probing import LoadRun
 
@@ -129,6 +128,79 @@ def cloud_credential(args: argparse.Namespace) -> dict[str, Any]:
     return credential
 
 
+@dataclasses.dataclass(frozen=True)
+class LoadRecord:
+    """load.json: what a load was asked to do, one declared field each (never the command
+    line's Namespace); written before the load, the machine's record added after it."""
+
+    engine: str
+    started_at: str
+    scenario: str
+    rate: float  # requests per second, the target
+    duration: float  # seconds measured
+    warmup: float
+    target: str  # local, cloud or mock
+    spec: str | None  # --target cloud: its Rally env spec file (None: the OS_* variables)
+    locust_workers: int  # started on this host
+    expect_workers: int  # started on other hosts
+    users: int | None
+    arrival: str
+    http: str
+    master_bind: str | None
+    expect_timeout: float
+    force: bool
+    mock: dict[str, float] | None  # --target mock: its workers, service time and stalls
+    deployment: dict[str, Any] | None  # --target local: the Keystone deployed
+    machine: dict[str, Any] | None = None  # how busy the machine was during the load
+
+
+def load_record(args: argparse.Namespace, settings: Any, started: str) -> LoadRecord:
+    """The load's record, at the door: SETTINGS (engine.LoadSettings) and the target's."""
+    mock = None
+    if args.target == "mock":
+        mock = {
+            "workers": args.mock_workers,
+            "service_time_ms": args.mock_service_time,
+            "stall_s": args.mock_stall,
+            "stall_every_s": args.mock_stall_every,
+        }
+    local = server_deployment(args) if args.target == "local" else None
+    return LoadRecord(
+        engine=args.engine,
+        started_at=started,
+        scenario=settings.scenario,
+        rate=settings.rate,
+        duration=settings.duration,
+        warmup=settings.warmup,
+        target=args.target,
+        spec=args.spec,
+        locust_workers=settings.workers,
+        expect_workers=settings.expect_workers,
+        users=settings.users,
+        arrival=settings.arrival,
+        http=settings.http,
+        master_bind=args.master_bind,
+        expect_timeout=settings.expect_timeout,
+        force=args.force,
+        mock=mock,
+        deployment=dataclasses.asdict(local) if local is not None else None,
+    )
+
+
+@dataclasses.dataclass
+class LoadOutput:
+    """Where a load's files go, its record, and the summary it wrote (for the history)."""
+
+    dir: Path
+    record: LoadRecord
+    summary: render.WrittenSummary | None = None
+
+    def write_record(self) -> None:
+        """load.json, passwords masked (report/redact.py)."""
+        doc = redact(dataclasses.asdict(self.record))
+        records.write_json(self.dir / "load.json", doc, indent=None, default=str)
+
+
 # Where a run's files go in the load's directory, by engine: its report, its
 # log (Locust's: a directory of the master's and workers' logs and samples).
 RUN_FILES = {
@@ -153,18 +225,18 @@ def probe_settings(settings: Any, engine_name: str) -> capacity.Settings:
 
 
 def run_probe(
-    prober: probing.Prober, rate: float, out_dir: Path, engine_name: str, **load: Any
+    prober: probing.Prober, rate: float, out: LoadOutput, engine_name: str, **load: Any
 ) -> LoadRun:
-    """PROBER's one load at RATE, its files in OUT_DIR; an interrupted one reported, then raised."""
+    """PROBER's one load at RATE, its files in OUT; an interrupted one reported, then raised."""
     report, log = RUN_FILES[engine_name]
     try:
-        run = prober.run(rate, out_dir / report, out_dir / log, **load)
+        run = prober.run(rate, out.dir / report, out.dir / log, **load)
     except KeyboardInterrupt as exc:
         # Locust's prober attaches the samples it kept as a LoadRun; Rally's task runner
         # attaches its TaskRun under the same name (what a cut-short task may have left).
         kept = getattr(exc, "run", None)
         if isinstance(kept, LoadRun) and kept.report is not None:  # reported, then 130/143
-            summarize(kept.report, out_dir, kept.sampler)
+            summarize(kept.report, out, kept.sampler)
             print(f"interrupted: {kept.meta['samples_total']} samples kept")
         raise
     if run.report is None:
@@ -172,9 +244,9 @@ def run_probe(
     return run
 
 
-def report_run(run: LoadRun, out_dir: Path) -> int:
+def report_run(run: LoadRun, out: LoadOutput) -> int:
     """Print and summarize RUN; 1 when requests failed, BenchError (2) when it fell short."""
-    rc = summarize(run.report, out_dir, run.sampler)
+    rc = summarize(run.report, out, run.sampler)
     meta = run.meta
     if run.samples is not None:  # Locust's own figures
         print(f"samples: {run.samples}")
@@ -193,7 +265,7 @@ def report_run(run: LoadRun, out_dir: Path) -> int:
 def run_locust(
     args: argparse.Namespace,
     settings: Any,
-    out_dir: Path,
+    out: LoadOutput,
     run_dir: Path,
     cloud: dict | None = None,
 ) -> int:
@@ -202,14 +274,14 @@ def run_locust(
         progress(f"target: {desc}")
         cap = probe_settings(settings, "locust")
         sampling = machine_record.target_sampling(run_dir)
-        prober = LocustProber(credential, cap, out_dir, progress, load=settings, sampling=sampling)
+        prober = LocustProber(credential, cap, out.dir, progress, load=settings, sampling=sampling)
         with said_left_in_cloud(run_id, cloud, args.spec):
-            run = run_probe(prober, settings.rate, out_dir, "locust", run_id=run_id)
+            run = run_probe(prober, settings.rate, out, "locust", run_id=run_id)
     if args.target != "cloud" and run.error and run.meta.get("left_behind"):
         # The mock (or local Keystone) failed under the load, and the users the
         # master could not delete there went with it: its error is what to say.
         run.meta["left_behind"] = []
-    return report_run(run, out_dir)
+    return report_run(run, out)
 
 
 @contextlib.contextmanager
@@ -242,7 +314,7 @@ def check_rally(settings: Any, force: bool = False) -> None:
         progress(forced)
 
 
-def run_rally(args: argparse.Namespace, settings: Any, out_dir: Path, run_dir: Path) -> int:
+def run_rally(args: argparse.Namespace, settings: Any, out: LoadOutput, run_dir: Path) -> int:
     shipped.probe_task_path()  # a broken install is said before the target starts
     mock = options.mock(args, run_dir) if args.target == "mock" else None
     cloud = options.cloud_spec(args) if args.target == "cloud" else None
@@ -255,24 +327,24 @@ def run_rally(args: argparse.Namespace, settings: Any, out_dir: Path, run_dir: P
                 env.home,
                 env.name,
                 probe_settings(settings, "rally"),
-                out_dir,
+                out.dir,
                 sampling=machine_record.target_sampling(run_dir),
             )
-            run = run_probe(prober, settings.rate, out_dir, "rally")
-        return report_run(run, out_dir)
+            run = run_probe(prober, settings.rate, out, "rally")
+        return report_run(run, out)
     finally:
         if cloud is not None and prober is not None:  # a local Keystone goes with its leftovers
             left_behind.say_left_behind(prober.tasks, auth_url_of(cloud), args.spec)
 
 
-def summarize(report: Path, out_dir: Path, sampler: Any = None) -> int:
+def summarize(report: Path, out: LoadOutput, sampler: Any = None) -> int:
     """REPORT's summary (and the machine's record from SAMPLER) written and printed; 1
     when requests failed."""
     workloads = results.load(report)
     state = machine_record.state_of(sampler, workloads)
-    html = render.write_summary(workloads, out_dir, str(report), machine=state)
+    out.summary = render.write_summary_files(workloads, out.dir, str(report), machine=state)
     print(f"report: {report}")
-    print(f"summary: {html}")
+    print(f"summary: {out.summary.html}")
     failed = 0
     for wl in workloads:
         s = render.workload_summary(wl, 0)
@@ -293,18 +365,9 @@ def summarize(report: Path, out_dir: Path, sampler: Any = None) -> int:
         failed += wl.failed_iterations
     if state is not None:
         print(f"machine during the load: {state.headline()}")
-        keep_machine(out_dir / "load.json", state)
+        out.record = dataclasses.replace(out.record, machine=state.as_dict())
+        out.write_record()  # load.json, completed
     return 1 if failed else 0
-
-
-def keep_machine(path: Path, state: Any) -> None:
-    """load.json (written before the load) with the machine's record of it added."""
-    try:
-        doc = json.loads(path.read_text())
-    except (OSError, ValueError):
-        return
-    if isinstance(doc, dict):
-        records.write_json(path, {**doc, "machine": state.as_dict()}, indent=None, default=str)
 
 
 def _ms(v: float | None) -> str:
@@ -329,23 +392,26 @@ def main(args: argparse.Namespace) -> int:
     if args.target == "local":  # a bad --keystone or --set leaves no file
         targets.check_deployment(server_deployment(args))
     options.check_history(args)
-    out_dir, run_dir = rally_task.new_run_dirs(args.reports_dir)
+    out_dir, run_dir = workspace.new_run_dirs(args.reports_dir)
     started = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
     progress(
         f"{args.engine} engine: {settings.scenario} at {settings.rate:g} requests/s for "
         f"{settings.duration:g} s after {settings.warmup:g} s of warm-up ({started})"
     )
-    doc = {"engine": args.engine, "started_at": started, **vars(args)}
-    records.write_json(out_dir / "load.json", redact(doc), indent=None, default=str)
+    out = LoadOutput(out_dir, load_record(args, settings, started))
+    out.write_record()  # before the load: what was asked, should it be cut short
     if args.engine == "locust":
         # A second signal while the master collects and writes would lose it all.
-        with rally_task.sigterm_as_interrupt(later_noted=True):
-            rc = run_locust(args, settings, out_dir, run_dir, cloud)
+        with interrupts.sigterm_as_interrupt(later_noted=True):
+            rc = run_locust(args, settings, out, run_dir, cloud)
     else:
-        with rally_task.sigterm_as_interrupt():
-            rc = run_rally(args, settings, out_dir, run_dir)
+        with interrupts.sigterm_as_interrupt():
+            rc = run_rally(args, settings, out, run_dir)
     local = server_deployment(args) if args.target == "local" else None
-    options.record_history(args, "load", out_dir, local, where=f"{args.target} target")
+    written = [(out.summary.html, out.summary.doc)] if out.summary is not None else []
+    summaries = recording.summaries_of(written, out_dir, "load")
+    where = f"{args.target} target"
+    options.record_history(args, "load", out_dir, local, summaries, where=where)
     return rc
 
 
@@ -357,23 +423,16 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default="locust",
         help="load engine of the probe: locust (default) or rally",
     )
-    parser.add_argument(
-        "--scenario",
-        choices=["authenticate", "validate", "lifecycle"],
-        help="the token path probed",
-    )
+    options.add_scenario_option(parser, "the token path probed", required=False)
     parser.add_argument("--rate", type=float, default=10.0, help="requests per second (target)")
     parser.add_argument("--duration", type=float, default=30.0, help="seconds measured")
     parser.add_argument(
         "--warmup", type=boundary.non_negative, default=0.0, help="seconds before, not kept"
     )
-    parser.add_argument(
-        "--locust-workers",
-        dest="workers",
-        type=boundary.number_in(0, None, int),
-        default=None,
-        metavar="K",
-        help="Locust worker processes started on this host (default 1, 0 with --expect-workers)",
+    options.add_locust_workers_option(
+        parser,
+        "workers",
+        "Locust worker processes started on this host (default 1, 0 with --expect-workers)",
     )
     options.add_deprecated_alias(parser, "--workers", "--locust-workers", dest="workers")
     parser.add_argument(

@@ -31,10 +31,11 @@ from rally_keystone_bench.deploy import directory
 from rally_keystone_bench.deploy.deployment import Deployment
 from rally_keystone_bench.driver import interrupts, targets, task_files, task_reports, workspace
 from rally_keystone_bench.driver import task as rally_task
+from rally_keystone_bench.driver.outcome import TaskOutcome
 from rally_keystone_bench.errors import BenchError, read_input
 from rally_keystone_bench.report import matrix as matrix_report
 from rally_keystone_bench.report.render import setting_table
-from rally_keystone_bench.verbs import names, options
+from rally_keystone_bench.verbs import names, options, recording
 from rally_keystone_bench.verdicts.results import RPS_RUNNERS, Workload
 from rally_keystone_bench.verdicts.rounds import across_rounds
 
@@ -182,6 +183,7 @@ def main(args: argparse.Namespace) -> int:
     results: list[tuple[str, list]] = []
     connections: dict[tuple[str, int], int] = {}
     errors: dict[str, str] = {}
+    measured: dict[str, TaskOutcome] = {}  # by label: the runs the results store records
     failed = False
     n = len(deployments)
     per_node: dict[str, dict[str, int]] = {}  # label -> node -> token requests
@@ -198,19 +200,8 @@ def main(args: argparse.Namespace) -> int:
                 for k in range(1, args.repeat + 1):
                     label, sub = run_names(name, k, args.repeat)
                     run_dir = run_root / sub
-                    run_dir.mkdir(parents=True, exist_ok=True)
-                    dest = out_dir / sub
                     try:
-                        with targets.prepared_env(run_dir, deployment=dep) as env:
-                            dep_args = targets.identity_task_args(dep, task_args)
-                            outcome = task_reports.run_task(
-                                env.home, env.name, task, dep_args, dest
-                            )
-                        if not outcome.workloads:
-                            raise BenchError(
-                                f"rally task start exited {outcome.rally_exit} "
-                                f"without results; see {dest}"
-                            )
+                        outcome = run_one(dep, task, task_args, run_dir, out_dir / sub)
                     except BenchError as exc:
                         # The other deployments still run; this one is named at the end.
                         errors[label] = str(exc)
@@ -218,6 +209,7 @@ def main(args: argparse.Namespace) -> int:
                         continue
                     failed = failed or not outcome.sla_passed
                     results.append((label, outcome.workloads))
+                    measured[label] = outcome
                     if dep.nodes is not None:
                         per_node[label] = balancing.requests_per_node(run_dir / "keystone")
                     if dep.identity == "ldap":
@@ -235,7 +227,7 @@ def main(args: argparse.Namespace) -> int:
             raise
     (html, js), rows = report()
     print_summary(rows, args.repeat, per_node, (html, js, out_dir))
-    record_history(args, deployments, out_dir, errors)
+    record_history(args, deployments, out_dir, measured)
     if errors:
         names = ", ".join(errors)
         raise BenchError(
@@ -245,18 +237,37 @@ def main(args: argparse.Namespace) -> int:
     return 1 if failed else 0
 
 
+def run_one(
+    dep: Deployment, task: Path, task_args: dict[str, Any], run_dir: Path, dest: Path
+) -> TaskOutcome:
+    """One run of TASK on a fresh Keystone of DEP, its reports in DEST; BenchError when it
+    gave no result."""
+    run_dir.mkdir(parents=True, exist_ok=True)
+    with targets.prepared_env(run_dir, deployment=dep) as env:
+        dep_args = targets.identity_task_args(dep, task_args)
+        outcome = task_reports.run_task(env.home, env.name, task, dep_args, dest)
+    if not outcome.workloads:
+        raise BenchError(
+            f"rally task start exited {outcome.rally_exit} without results; see {dest}"
+        )
+    return outcome
+
+
 def record_history(
     args: argparse.Namespace,
     deployments: Mapping[str, Deployment],
     out_dir: Path,
-    errors: Mapping[str, str],
+    measured: Mapping[str, TaskOutcome],
 ) -> None:
-    """With --history: one run per deployment run that measured, with its deployment line."""
+    """With --history: one run per deployment run that measured (MEASURED: its outcome by
+    its label), with its deployment line."""
     for name, dep in deployments.items():
         for k in range(1, args.repeat + 1):
             label, sub = run_names(name, k, args.repeat)
-            if label not in errors:
-                options.record_history(args, "matrix", out_dir / sub, dep)
+            if label in measured:
+                dest = out_dir / sub
+                summaries = recording.summaries_of_outcomes([measured[label]], dest, "matrix")
+                options.record_history(args, "matrix", dest, dep, summaries)
 
 
 def run_names(name: str, k: int, repeat: int) -> tuple[str, str]:

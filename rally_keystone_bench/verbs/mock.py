@@ -3,10 +3,9 @@
 from __future__ import annotations
 
 import argparse
-import tempfile
 from pathlib import Path
 
-from rally_keystone_bench import boundary
+from rally_keystone_bench import boundary, writer
 from rally_keystone_bench.deploy import mock
 from rally_keystone_bench.errors import BenchError
 
@@ -14,7 +13,7 @@ from rally_keystone_bench.errors import BenchError
 def main(args: argparse.Namespace) -> int:
     if args.run_dir and Path(args.run_dir).exists() and not Path(args.run_dir).is_dir():
         raise BenchError(f"--run-dir {args.run_dir} is a file, not a directory")
-    tmp = None if args.run_dir else tempfile.TemporaryDirectory(prefix="ks-mock-")
+    tmp = None if args.run_dir else writer.temporary_directory("ks-mock-")
     run_dir = Path(args.run_dir or tmp.name).resolve()
     try:
         return mock.serve(

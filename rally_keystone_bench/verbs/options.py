@@ -9,7 +9,7 @@ import argparse
 import dataclasses
 import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +22,7 @@ from rally_keystone_bench.errors import BenchError, mask_urls
 from rally_keystone_bench.history import records as history_records
 from rally_keystone_bench.history import store as history_store
 from rally_keystone_bench.verbs import recording
+from rally_keystone_bench.verdicts import capacity
 
 # Where Keystone's users live: options that gate applies to both sides.
 IDENTITY_FIELDS = (
@@ -322,17 +323,18 @@ def record_history(
     verb: str,
     out_dir: Path,
     deployment: Deployment | None,
+    summaries: Sequence[tuple[str, Mapping[str, Any]]] = (),
     where: str = "existing cloud",
     line: str | None = None,
     rows: Sequence[history_records.ActionRow] = (),
 ) -> int | None:
-    """Record the summaries a verb wrote under OUT_DIR (and ROWS it made) as one run; its
-    id (None: no store, or nothing measured). WHERE names a target without a local
-    deployment; LINE replaces the deployment line (gate: both sides)."""
+    """Record SUMMARIES, the (task name, summary.json document) pairs a verb wrote under
+    OUT_DIR as it kept them in memory (recording.summaries_of), and ROWS it made, as one
+    run; its id (None: no store, or nothing measured). WHERE names a target without a
+    local deployment; LINE replaces the deployment line (gate: both sides)."""
     url = history_url(args)
     if not url:
         return None
-    summaries = recording.summaries_under(out_dir, verb)
     rows = [*rows, *history_records.rows_from_summaries(summaries)]
     if not rows:
         print(f"history: nothing to record from {out_dir} (no summary.json)")
@@ -384,9 +386,29 @@ def add_target_options(parser: argparse.ArgumentParser, default: str) -> None:
     add_force_option(parser)
 
 
+def add_scenario_option(parser: argparse.ArgumentParser, help: str, required: bool) -> None:
+    """``--scenario``: the token path a probe runs (capacity searches two of them)."""
+    parser.add_argument(
+        "--scenario", choices=list(capacity.PROBE_SCENARIOS), required=required, help=help
+    )
+
+
+def add_locust_workers_option(parser: argparse.ArgumentParser, dest: str, help: str) -> None:
+    """``--locust-workers K``: the Locust engine's worker processes on this host."""
+    parser.add_argument(
+        "--locust-workers",
+        dest=dest,
+        type=boundary.number_in(0, None, int),
+        default=None,
+        metavar="K",
+        help=help,
+    )
+
+
 def add_deprecated_alias(parser: argparse.ArgumentParser, old: str, new: str, dest: str) -> None:
-    """OLD, the former spelling of NEW (same DEST and type): still works, with a one-line
-    note on stderr, and hidden from --help. Kept for one release."""
+    """OLD, the former spelling of NEW (same DEST, type and action: stored or appended):
+    still works, with a one-line note on stderr, and hidden from --help. Kept for one
+    release."""
     current = next(a for a in parser._actions if new in a.option_strings)
     parser.add_argument(
         old,
@@ -394,17 +416,22 @@ def add_deprecated_alias(parser: argparse.ArgumentParser, old: str, new: str, de
         type=current.type,
         default=current.default,
         metavar=current.metavar,
+        choices=current.choices,
         action=DeprecatedAlias,
         new=new,
+        append=isinstance(current, argparse._AppendAction),
         help=argparse.SUPPRESS,
     )
 
 
 class DeprecatedAlias(argparse.Action):
-    """An option's former spelling: stores like the new one and says to use that."""
+    """An option's former spelling: stores (or appends) like the new one and says to use
+    that."""
 
-    def __init__(self, option_strings: list[str], dest: str, new: str, **kwargs: Any) -> None:
-        self.new = new
+    def __init__(
+        self, option_strings: list[str], dest: str, new: str, append: bool = False, **kwargs: Any
+    ) -> None:
+        self.new, self.append = new, append
         super().__init__(option_strings, dest, **kwargs)
 
     def __call__(
@@ -419,4 +446,6 @@ class DeprecatedAlias(argparse.Action):
             "(the old spelling goes in the next release)",
             file=sys.stderr,
         )
+        if self.append:
+            values = [*(getattr(namespace, self.dest, None) or []), values]
         setattr(namespace, self.dest, values)

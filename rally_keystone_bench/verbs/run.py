@@ -25,7 +25,7 @@ from rally_keystone_bench.driver.left_behind import say_left_behind
 from rally_keystone_bench.driver.outcome import TaskOutcome
 from rally_keystone_bench.errors import BenchError, Interrupted
 from rally_keystone_bench.report import records
-from rally_keystone_bench.verbs import options
+from rally_keystone_bench.verbs import options, recording
 from rally_keystone_bench.verdicts import stats
 
 DEFAULT_TASK = "tasks/token-suite.yaml"
@@ -197,7 +197,8 @@ def main(args: argparse.Namespace) -> int:
     if cloud is not None:  # a local Keystone takes whatever was left with it
         say_left_behind(outcomes, rallyenv.auth_url_of(cloud), args.spec)
     where = f"cloud {rallyenv.auth_url_of(cloud)}" if cloud is not None else "existing cloud"
-    options.record_history(args, "run", out_dir, deployment, where=where)
+    summaries = recording.summaries_of_outcomes(outcomes, out_dir, "run")
+    options.record_history(args, "run", out_dir, deployment, summaries, where=where)
     return rc
 
 
@@ -268,25 +269,34 @@ def _run_tasks(
         for n, task_file in enumerate(tasks, 1):
             rally_task.progress(f"task {n} of {len(tasks)}: {task_file}")
             pids = keystone_counters.server_pids(env.keystone_dir) if profile else []
-            profile = out_dir / f"{task_file.stem}-profile.txt"
+            stacks = out_dir / f"{task_file.stem}-profile.txt"
             try:
                 trees = machine_record.deployment_trees(env.keystone_dir)
                 with profiling.profiled(
-                    pids, profile, rally_task.progress, profiling.SLICE_S
+                    pids, stacks, rally_task.progress, profiling.SLICE_S
                 ) as prof:
                     outcome = task_reports.run_task(
-                        env.home, env.name, task_file, task_args, out_dir, trees
+                        env.home, env.name, task_file, task_args, out_dir, trees, summary=False
                     )
             except Interrupted as exc:
                 if exc.outcome:  # the counters gathered so far are kept too
-                    keystone_counters.gather(exc.outcome, env.keystone_dir)
+                    summarize_task(exc.outcome, env.keystone_dir, None)
                 exc.outcomes = [*outcomes, *([exc.outcome] if exc.outcome else [])]  # type: ignore[attr-defined]
                 raise
             if env.keystone_dir is not None:
                 rally_task.progress("reading Keystone's traces and profile")
-            keystone_counters.gather(outcome, env.keystone_dir, prof.path)
+            summarize_task(outcome, env.keystone_dir, prof.path)
             outcomes.append(outcome)
     return outcomes
+
+
+def summarize_task(outcome: TaskOutcome, keystone_dir: Path | None, profile: Path | None) -> None:
+    """OUTCOME's summary, written once: with Keystone's counters and PROFILE when there
+    are (and without them should reading them fail)."""
+    try:
+        keystone_counters.gather(outcome, keystone_dir, profile)
+    finally:
+        task_reports.write_summary(outcome)
 
 
 def summarize_outcomes(outcomes: Sequence[TaskOutcome], out_dir: Path) -> int:

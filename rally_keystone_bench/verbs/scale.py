@@ -29,7 +29,7 @@ from rally_keystone_bench.deploy.deployment import Deployment
 from rally_keystone_bench.driver import interrupts, targets, task_files, task_reports, workspace
 from rally_keystone_bench.errors import BenchError, Interrupted
 from rally_keystone_bench.report import scale as report
-from rally_keystone_bench.verbs import options
+from rally_keystone_bench.verbs import options, recording
 from rally_keystone_bench.verdicts import growth
 
 TASK = "data-sizes.yaml"
@@ -53,11 +53,14 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "--values", required=True, metavar="N,N,...", help="the sizes, e.g. 0,1000,10000"
     )
     p.add_argument(
-        "--workload",
+        "--request",
         choices=sorted(ACTIONS),
         default="validate",
-        help="what each point measures (default validate: GET /v3/auth/tokens of pooled tokens)",
+        help="the request each point measures (default validate: GET /v3/auth/tokens of "
+        "pooled tokens)",
     )
+    # the former spelling: --workload names a workload (cleanup --workload-id, history)
+    options.add_deprecated_alias(p, "--workload", "--request", dest="request")
     p.add_argument("--times", type=boundary.positive_int, default=200, help="requests per point")
     p.add_argument(
         "--concurrency",
@@ -102,20 +105,21 @@ def main(args: argparse.Namespace) -> int:
     point_deployment(deployment, plan.dimension, plan.values[0])  # a clash is bad input
     task = task_files.checked(TASK, {})
     limits = growth.Limits(max_p95=args.max_p95_ms / 1000)
-    action = ACTIONS[args.workload]
+    action = ACTIONS[args.request]
     # Keystone's environment before the first point: a SPEC that does not
     # install is bad input, said once, before any Keystone starts.
     targets.check_deployment(deployment)
     options.check_history(args)
     out_dir, run_dir = workspace.new_run_dirs(args.reports_dir)
-    print(f"scale: {plan.describe()}; {args.workload}, {args.times} requests per point")
+    print(f"scale: {plan.describe()}; {args.request}, {args.times} requests per point")
     sweep = Sweep(plan.dimension, action, deployment.describe())
+    outcomes = []  # each point's, for the results store
 
     def measure(size: int, name: str) -> Any:
         task_args = targets.identity_task_args(
             deployment,
             {
-                "workload": args.workload,
+                "workload": args.request,
                 "times": args.times,
                 "concurrency": args.concurrency,
                 "sizes": plan.dimension.contexts(size),
@@ -123,7 +127,10 @@ def main(args: argparse.Namespace) -> int:
         )
         dep = point_deployment(deployment, plan.dimension, size)
         with targets.prepared_env(run_dir / name, deployment=dep) as env:
-            return task_reports.run_task(env.home, env.name, task, task_args, out_dir / name)
+            outcomes.append(
+                task_reports.run_task(env.home, env.name, task, task_args, out_dir / name)
+            )
+            return outcomes[-1]
 
     try:
         with interrupts.sigterm_as_interrupt():
@@ -140,7 +147,8 @@ def main(args: argparse.Namespace) -> int:
     finally:
         workspace.remove_if_empty(out_dir, run_dir)
     rc = sweep.finish(out_dir)
-    options.record_history(args, "scale", out_dir, deployment)
+    summaries = recording.summaries_of_outcomes(outcomes, out_dir, "scale")
+    options.record_history(args, "scale", out_dir, deployment, summaries)
     return rc
 
 

@@ -9,10 +9,9 @@ Every verb finds its default task among them, from any directory.
 from __future__ import annotations
 
 import argparse
-import shutil
 from pathlib import Path
 
-from rally_keystone_bench import shipped
+from rally_keystone_bench import shipped, writer
 from rally_keystone_bench.errors import BenchError
 
 
@@ -32,7 +31,7 @@ def main(args: argparse.Namespace) -> int:
             target = dest / kind / path.name
             if target.exists():
                 raise BenchError(f"{target} exists already: copy into an empty directory")
-            shutil.copyfile(path, target)
+            writer.copy(path, target)
             print(target)
     return 0
 

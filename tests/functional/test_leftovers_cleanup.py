@@ -1,6 +1,6 @@
 """What a run cut short leaves in a cloud, and the command it prints to delete it (item 5).
 
-A real Keystone. ``keystone-bench cleanup --workload ID`` deletes every kind
+A real Keystone. ``keystone-bench cleanup --workload-id ID`` deletes every kind
 of resource our contexts name with a workload's prefix (and Rally's stock
 users context's), and nothing else; ``run --existing-cloud`` whose Rally is
 killed while its contexts set up prints that command, and the command as
@@ -94,7 +94,7 @@ def test_cleanup_workload_deletes_every_kind_our_contexts_make_and_nothing_else(
     try:
         assert set(remaining(admin, short)) == set(leftovers.KINDS)
         proc = subprocess.run(
-            [*BENCH, "cleanup", "--workload", f"{short}-0000-4000-8000-000000000000"],
+            [*BENCH, "cleanup", "--workload-id", f"{short}-0000-4000-8000-000000000000"],
             capture_output=True, text=True, cwd=tmp_path, env=cloud_environ(small_keystone),
             timeout=WAIT_S,
         )  # fmt: skip
@@ -203,7 +203,7 @@ def test_a_run_whose_rally_is_killed_in_setup_prints_the_cleanup_that_cleans_it(
         assert "SLA passed" not in out and "rally task start exited -9: no SLA verdict" in out
         assert "openstack" not in said[0]
         command = re.search(r"keystone-bench cleanup .*$", said[0]).group(0)
-        assert command == f"keystone-bench cleanup --workload {short}"
+        assert command == f"keystone-bench cleanup --workload-id {short}"
         argv = shlex.split(command)[1:]
         done = subprocess.run(
             [*BENCH, *argv], capture_output=True, text=True, cwd=tmp_path, env=env, timeout=WAIT_S
@@ -262,7 +262,7 @@ def test_a_second_ctrl_c_on_a_cloud_run_prints_the_cleanup_that_cleans_it(small_
         assert len(said) == 1 and said[0].startswith("interrupted twice: cleanup cut short"), out
         assert "SLA passed" not in out
         command = re.search(r"keystone-bench cleanup .*$", said[0]).group(0)
-        assert command == f"keystone-bench cleanup --workload {short}"
+        assert command == f"keystone-bench cleanup --workload-id {short}"
         done = subprocess.run(
             [*BENCH, *shlex.split(command)[1:]],
             capture_output=True, text=True, cwd=tmp_path, env=env, timeout=WAIT_S,
@@ -321,7 +321,7 @@ def test_a_capacity_probe_cut_short_on_a_cloud_prints_the_cleanup_that_cleans_it
         assert len(said) == 1 and said[0].startswith("interrupted twice: cleanup cut short"), out
         assert f"in the cloud at {small_keystone.auth_url}" in said[0]
         command = re.search(r"keystone-bench cleanup .*$", said[0]).group(0)
-        assert command == f"keystone-bench cleanup --workload {short}"
+        assert command == f"keystone-bench cleanup --workload-id {short}"
         done = subprocess.run(
             [*BENCH, *shlex.split(command)[1:]],
             capture_output=True, text=True, cwd=tmp_path, env=env, timeout=WAIT_S,

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from rally_keystone_bench import cli, shipped
-from rally_keystone_bench.driver import probe_args, targets
+from rally_keystone_bench.driver import probe_args, probers, targets
 from rally_keystone_bench.report import capacity as capacity_report
 from rally_keystone_bench.verbs import capacity as capacity_verb
 from rally_keystone_bench.verdicts import capacity, probe_verdict, results
@@ -39,7 +39,11 @@ SETTINGS = Settings("validate", low=1, high=200, warmup=10, window=30, max_slope
             "--low (10) is above --high (5)",
         ),
         (["--scenario", "validate", "--max-slope", "-0.01"], "--max-slope must not be negative"),
-        (["--scenario", "nosuch"], "unknown scenario 'nosuch': choose one of authenticate"),
+        (["--scenario", "nosuch"], "--scenario: invalid choice: 'nosuch'"),
+        (
+            ["--scenario", "lifecycle"],
+            "capacity searches authenticate or validate, not --scenario lifecycle",
+        ),
         (["--scenario", "validate", "--precision", "0"], "--precision must be above 0"),
         (
             ["--scenario", "validate", "--runner", "rps", "--ramp"],
@@ -521,7 +525,7 @@ def test_the_ramp_task_runs_pooled_rps_through_the_steps_without_a_slope_sla():
 
 def test_the_watcher_holds_a_ramp_to_each_steps_rate_and_slots():
     task_args = probe_args.ramp_task_args(RAMPED, [10, 20])
-    w = capacity_verb.ProbeWatcher(
+    w = probers.ProbeWatcher(
         task_args, True, print, 1, task_args["times"],
         steps=RAMPED.ramp_steps([10, 20]), slots_for=RAMPED.ramp_slots,
     )  # fmt: skip
@@ -529,7 +533,7 @@ def test_the_watcher_holds_a_ramp_to_each_steps_rate_and_slots():
     assert w.due_by(15) == 150 and w.due_by(17.5) == 200 and w.due_by(100) == 250
     w.first = 0.0
     # at 10 rps, 20 in flight hold 2 s of answers: the ramp stops; 19 do not
-    assert w.reason_to_stop(rally_counts(150, 130), 14) == capacity_verb.SLOTS_FULL
+    assert w.reason_to_stop(rally_counts(150, 130), 14) == probers.SLOTS_FULL
     assert w.reason_to_stop(rally_counts(150, 131), 14) is None
     # at 20 rps the slots are 40, and 150 started by 16 s is on schedule
     assert w.reason_to_stop(rally_counts(150, 125), 16) is None

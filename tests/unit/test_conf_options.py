@@ -103,7 +103,7 @@ def test_jws_needs_its_key_repositories(tmp_path: Path) -> None:
 
 def test_set_is_repeatable_on_every_deployment_verb() -> None:
     parser = cli.build_parser()
-    for verb in (["keystone", "up"], ["run"], ["capacity", "--scenario", "x"], ["load"]):
+    for verb in (["keystone", "up"], ["run"], ["capacity", "--scenario", "validate"], ["load"]):
         args = parser.parse_args([*verb, "--set", "token.provider=jws", "--set", "a.b=c"])
         assert args.conf == ["token.provider=jws", "a.b=c"], verb
 

@@ -67,3 +67,22 @@ def test_a_workload_without_traced_requests_on_a_side_is_said():
     ]
     (unknown,) = [c for c in ev.counter_changes(0, [(APP_CRED, VALIDATE)]) if c.unknown]
     assert unknown.workload == APP_CRED and not unknown.failed and not unknown.changed
+
+
+def test_each_paths_counter_is_a_junit_case_of_the_one_suite():
+    """The gate's and compare's JUnit is built once (report/junit.py), the counters' test
+    cases with the verdicts': a path's added statements fail their own case."""
+    from xml.etree import ElementTree
+
+    from rally_keystone_bench.report import junit
+
+    changes = evidence(app_cred_extra=14).counter_changes(tolerance=0)
+    suite = ElementTree.fromstring(junit.render("gate", report_counters.junit_cases(changes)))
+    assert suite.get("tests") == str(len(changes)) and suite.get("failures") == "1"
+    (failed,) = [c for c in suite.iter("testcase") if c.find("failure") is not None]
+    assert failed.get("classname") == f"keystone counters: {APP_CRED}"
+    assert failed.get("name") == f"{VALIDATE}: SQL statements per request"
+    failure = failed.find("failure")
+    assert failure.get("type") == "counter regression"
+    said = failed.find("system-out").text
+    assert said == failure.text == failure.get("message") and "x14" in said

@@ -170,6 +170,6 @@ def test_what_a_mock_load_left_is_not_said_left_in_keystone(monkeypatch, tmp_pat
     args = argparse.Namespace(target="mock", spec=None)
     settings = argparse.Namespace(rate=1.0)
     with pytest.raises(BenchError) as caught:
-        load.run_locust(args, settings, tmp_path, tmp_path)
+        load.run_locust(args, settings, load.LoadOutput(tmp_path, None), tmp_path)
     assert "left in Keystone" not in str(caught.value)
     assert "the mock stopped answering" in str(caught.value)

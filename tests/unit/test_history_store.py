@@ -258,7 +258,8 @@ def test_a_verb_records_its_reports_under_its_deployment_line(tmp_path, monkeypa
     dep = Deployment(password_hash_rounds=4, conf={"token.provider": "jws"})
     monkeypatch.setenv("KEYSTONE_BENCH_HISTORY", str(tmp_path / "env.sqlite"))
     args = argparse.Namespace(history=None)  # the environment names the store
-    assert options.record_history(args, "run", out, dep) == 1
+    kept = recording.summaries_under(out, "run")  # what run held in memory as it wrote them
+    assert options.record_history(args, "run", out, dep, kept) == 1
     assert "history: run 1 recorded in" in capsys.readouterr().out
     with Store.open(str(tmp_path / "env.sqlite")) as store:
         (run,) = store.runs()
@@ -267,7 +268,7 @@ def test_a_verb_records_its_reports_under_its_deployment_line(tmp_path, monkeypa
     assert run["settings"] == {"token.provider": "jws"} and run["verb"] == "run"
     assert options.record_history(args, "run", tmp_path / "empty", dep) is None  # no summary
     monkeypatch.delenv("KEYSTONE_BENCH_HISTORY")
-    assert options.record_history(args, "run", out, dep) is None  # no store: nothing to do
+    assert options.record_history(args, "run", out, dep, kept) is None  # no store: nothing to do
 
 
 def test_a_secret_given_with_set_is_stored_masked(tmp_path, capsys):
@@ -285,7 +286,9 @@ def test_a_secret_given_with_set_is_stored_masked(tmp_path, capsys):
     }
     dep = Deployment(password_hash_rounds=4, conf=conf)
     args = argparse.Namespace(history=str(store))
-    assert options.record_history(args, "run", report_dir(tmp_path), dep) == 1
+    out = report_dir(tmp_path)
+    kept = recording.summaries_under(out, "run")
+    assert options.record_history(args, "run", out, dep, kept) == 1
     with Store.open(str(store)) as s:
         (run,) = s.runs()
     assert run["settings"] == {
@@ -305,7 +308,9 @@ def test_a_store_that_fails_at_the_end_keeps_the_verbs_verdict(tmp_path, capsys)
     from rally_keystone_bench.verbs import options
 
     args = argparse.Namespace(history="postgresql://u:pw@127.0.0.1:1/none")
-    assert options.record_history(args, "run", report_dir(tmp_path), None) is None
+    out = report_dir(tmp_path)
+    kept = recording.summaries_under(out, "run")
+    assert options.record_history(args, "run", out, None, kept) is None
     err = capsys.readouterr().err
     assert err.startswith("history: NOT recorded:") and "pw@" not in err
 
@@ -356,3 +361,28 @@ def test_writers_opening_a_new_store_at_once_all_open_it(tmp_path):
             p.join(timeout=120)
             assert p.exitcode == 0
     assert errors.empty(), errors.get()
+
+
+def test_a_verb_hands_over_the_summaries_it_kept_and_no_file_is_read_back(tmp_path, capsys):
+    """What a verb records is the summary documents it held when report/ wrote them, named
+    as their folders name them: with every summary.json gone, the same rows are recorded."""
+    import argparse
+
+    from rally_keystone_bench.verbs import options
+
+    out = report_dir(tmp_path)
+    on_disk = recording.summaries_under(out, "run")
+    doc = json.loads(GOLDEN_SUMMARY.read_text())
+    point = out / "point-10" / "data-sizes-summary"
+    written = [(point / "summary.html", doc), (out / "token-suite-summary" / "summary.html", doc)]
+    kept = recording.summaries_of(written, out, "run")
+    assert [name for name, _ in kept] == ["point-10/data-sizes", "token-suite"]
+    assert kept[1] == on_disk[0]
+    for path in out.rglob("summary.json"):
+        path.unlink()
+    args = argparse.Namespace(history=str(tmp_path / "h.sqlite"))
+    assert options.record_history(args, "run", out, None, kept) == 1
+    with Store.open(str(tmp_path / "h.sqlite")) as store:
+        (run,) = store.runs()
+    expected = records.rows_from_summaries(kept)
+    assert len(run["rows"]) == len(expected) == 2 * len(records.rows_from_summaries(on_disk))

@@ -49,7 +49,7 @@ def test_run_existing_cloud_interrupted_twice_says_what_may_be_left(tmp_path, mo
     assert "SLA passed" not in out
     assert "interrupted twice: cleanup cut short" in out
     assert "rkb-1a2b3c4d-*" in out and "c_rally_1a2b3c4d_*" in out
-    assert "keystone-bench cleanup --workload 1a2b3c4d" in out
+    assert "keystone-bench cleanup --workload-id 1a2b3c4d" in out
     assert "openstack" not in out  # our own verb, not the client's delete commands
     assert err.strip().splitlines()[-1] == "keystone-bench: interrupted by SIGINT"
 
@@ -67,7 +67,7 @@ def test_a_killed_rally_names_the_cleanup_with_the_spec(capsys, tmp_path):
     out = capsys.readouterr().out
     assert out.startswith("rally task start exited -9 before its cleanup ended")
     assert out.rstrip().endswith(
-        f"keystone-bench cleanup --workload abcdef01 --workload 12345678 --spec '{spec}'"
+        f"keystone-bench cleanup --workload-id abcdef01 --workload-id 12345678 --spec '{spec}'"
     )
 
 

@@ -5,9 +5,9 @@ use clients/, verdicts/, errors and (the exporter only) report/; never the
 verbs, the CLI, deploy/, driver/ or engines/. Nothing imports a verb but
 the CLI. verdicts/ imports only itself and errors, and no Rally, oslo or
 HTTP library comes with it. The driver (Rally's prober) and the engines
-(Locust's) import neither each other nor a verb. Only report/ renders or
-writes an output. No import circles; no module over 600 lines, no function
-over 80.
+(Locust's) import neither each other nor a verb. Only report/ renders an
+output, and every file is written through writer.py (the bottom floor). No
+import circles; no module over 600 lines, no function over 80.
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ import pytest
 
 PACKAGE = Path(__file__).resolve().parents[2] / "rally_keystone_bench"
 NAME = "rally_keystone_bench"
-PLUGINS_MAY_USE = ("clients", "verdicts", "errors", "plugins")
+PLUGINS_MAY_USE = ("clients", "verdicts", "errors", "plugins", "writer")
 EXPORTER_MAY_ALSO_USE = ("report",)
 
 
@@ -164,12 +164,12 @@ def test_importing_the_verdicts_pulls_in_no_rally_oslo_or_http():
 # "" and "__name__": the package's own name (report and engines print it).
 ROOM_MAY_USE = {
     "clients": ("clients", "errors"),
-    "deploy": ("deploy", "clients", "errors"),
+    "deploy": ("deploy", "clients", "errors", "writer", ""),  # "": from the package, writer
     # the results store and its records, from values the verbs hand over (which
     # Keystone ran is deploy/'s answer, given by the verb); "version" (the tool's
     # own, a leaf on importlib.metadata) goes into every record
     "history": ("history", "errors", "version"),
-    "report": ("report", "verdicts", "errors", "version", "", "__name__"),
+    "report": ("report", "verdicts", "errors", "version", "writer", "", "__name__"),
     # Rally's side of the tool (its prober too; "" is `from rally_keystone_bench
     # import shipped`): plugins/ for the runners' progress protocol only. Never
     # an engine, a verb or the CLI.
@@ -184,6 +184,7 @@ ROOM_MAY_USE = {
         "shipped",
         "boundary",
         "procstat",
+        "writer",
         "",
     ),
     "engines": (
@@ -191,6 +192,7 @@ ROOM_MAY_USE = {
         "clients",
         "verdicts",
         "errors",
+        "writer",
         "",
         "__name__",
     ),  # and the package's name
@@ -208,41 +210,128 @@ def test_lower_rooms_import_only_what_lies_below(path):
     assert wrong == [], f"{path.relative_to(PACKAGE)} imports {wrong}"
 
 
-# -- report/ is the only writer ---------------------------------------------------
-WRITER_CALLS = ("write_text", "write_bytes", "dump", "get_template")
-NOT_WRITERS = ("verdicts", "verbs", "cli", "history")
+# -- one writer -------------------------------------------------------------------
+# Every file the package writes goes through rally_keystone_bench/writer.py (atomic text,
+# bytes and JSON, owner-only files, streams, temporary directories). It lies on the bottom
+# floor, beside errors.py: deploy/ may not import report/, and both write through it
+# (deploy/files.py renders a deployment's files into it).
+WRITER = PACKAGE / "writer.py"
+SHUTIL_WRITES = {"copy", "copy2", "copyfile", "copyfileobj", "copytree", "move"}
+TEMPFILE_WRITES = {
+    "mkstemp", "mkdtemp", "NamedTemporaryFile", "TemporaryFile", "SpooledTemporaryFile",
+    "TemporaryDirectory",
+}  # fmt: skip
+WRITING_MODULES = {"shutil": SHUTIL_WRITES, "tempfile": TEMPFILE_WRITES, "os": {"open", "fdopen"}}
+
+
+def _mode(node: ast.Call, position: int) -> str | None:
+    """An open() call's mode: a constant, "?" when computed, None when not given (read)."""
+    given = next((k.value for k in node.keywords if k.arg == "mode"), None)
+    if given is None and len(node.args) > position:
+        given = node.args[position]
+    if given is None:
+        return None
+    return given.value if isinstance(given, ast.Constant) else "?"
 
 
 def writes_of(path: Path) -> list[str]:
-    """Calls in PATH that render or write an output: .write_text(), json.dump(), open(.., "w")."""
+    """Each way PATH writes a file itself: .write_text()/.write_bytes() (but the writer's),
+    json.dump(), open(.., "w"/"a"/"x"/"+"), os.open, os.fdopen, shutil's copies, tempfile's
+    files and directories, and importing one of those by name."""
     found = []
     for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.ImportFrom) and node.module in WRITING_MODULES:
+            names = sorted({a.name for a in node.names} & WRITING_MODULES[node.module])
+            found += [f"from {node.module} import {n} line {node.lineno}" for n in names]
         if not isinstance(node, ast.Call):
             continue
         f = node.func
         name = f.attr if isinstance(f, ast.Attribute) else getattr(f, "id", "")
-        if name in WRITER_CALLS:
+        owner = getattr(f.value, "id", None) if isinstance(f, ast.Attribute) else None
+        if owner == "writer":
+            continue  # the one writer
+        if owner in WRITING_MODULES and name in WRITING_MODULES[owner]:
+            found.append(f"{owner}.{name}() line {node.lineno}")
+        elif name in ("write_text", "write_bytes", "dump"):
             found.append(f"{name}() line {node.lineno}")
-        elif name == "open" and len(node.args) > 1 and isinstance(node.args[1], ast.Constant):
-            if any(c in str(node.args[1].value) for c in "wax"):
-                found.append(f"open(.., {node.args[1].value!r}) line {node.lineno}")
-    return found
+        elif name == "open":
+            # open(path, mode), io.open(path, mode): a mode computed counts as writing; a
+            # Path's .open(mode) (not Store.open(url)): a constant mode
+            by_path = isinstance(f, ast.Attribute) and owner not in ("io", "codecs", "builtins")
+            mode = _mode(node, 0 if by_path else 1)
+            if mode == "?" and by_path:
+                mode = None
+            if mode is not None and (mode == "?" or any(c in mode for c in "wax+")):
+                found.append(f"open(.., {mode!r}) line {node.lineno}")
+    return sorted(found, key=lambda said: int(said.rsplit(" ", 1)[1]))
 
 
 @pytest.mark.parametrize(
     "path",
-    [p for room in NOT_WRITERS for p in sorted(PACKAGE.glob(f"{room}/**/*.py"))]
+    [p for p in sorted(PACKAGE.rglob("*.py")) if p != WRITER],
+    ids=lambda p: str(p.relative_to(PACKAGE)),
+)
+def test_only_the_writer_writes_a_file(path):
+    assert writes_of(path) == [], f"{path.relative_to(PACKAGE)}: write through writer.py"
+
+
+def test_the_writer_imports_nothing_of_the_package():
+    """The bottom floor: every room may use it, so it uses none."""
+    assert imports_of(WRITER) == set()
+
+
+def test_the_writer_check_sees_every_way_of_writing(tmp_path):
+    sample = tmp_path / "sample.py"
+    sample.write_text(
+        "import json, os, shutil, tempfile\n"
+        'Path("x").write_text(json.dumps(1))\n'
+        'open("y", "w")\n'
+        'open("y", mode="ab")\n'
+        "json.dump(doc, out)\n"
+        'shutil.copyfile("a", "b")\n'
+        'fd = os.open("k", os.O_WRONLY)\n'
+        'os.fdopen(fd, "w")\n'
+        'tempfile.TemporaryDirectory(prefix="t")\n'
+        'Path("z").open("a")\n'
+        "from tempfile import mkstemp\n"
+        'writer.write_text("ok", "")\n'
+        'open("r")\n'
+        "tempfile.gettempdir()\n"
+        'Path("b").write_bytes(b"")\n'
+    )
+    assert writes_of(sample) == [
+        "write_text() line 2",
+        "open(.., 'w') line 3",
+        "open(.., 'ab') line 4",
+        "dump() line 5",
+        "shutil.copyfile() line 6",
+        "os.open() line 7",
+        "os.fdopen() line 8",
+        "tempfile.TemporaryDirectory() line 9",
+        "open(.., 'a') line 10",
+        "from tempfile import mkstemp line 11",
+        "write_bytes() line 15",
+    ]
+
+
+# -- only report/ renders an output -------------------------------------------------
+NOT_RENDERERS = ("verdicts", "verbs", "cli", "history")
+
+
+@pytest.mark.parametrize(
+    "path",
+    [p for room in NOT_RENDERERS for p in sorted(PACKAGE.glob(f"{room}/**/*.py"))]
     + [PACKAGE / "cli.py"],
     ids=lambda p: str(p.relative_to(PACKAGE)),
 )
-def test_only_report_renders_or_writes_outputs(path):
-    assert writes_of(path) == [], f"{path.relative_to(PACKAGE)}: report/ writes outputs"
-
-
-def test_the_writer_check_sees_a_write(tmp_path):
-    sample = tmp_path / "sample.py"
-    sample.write_text('import json\nPath("x").write_text(json.dumps(1))\nopen("y", "w")\n')
-    assert writes_of(sample) == ["write_text() line 2", "open(.., 'w') line 3"]
+def test_only_report_renders_outputs(path):
+    tree = ast.parse(path.read_text(), str(path))
+    rendered = [
+        n.lineno
+        for n in ast.walk(tree)
+        if isinstance(n, ast.Call) and getattr(n.func, "attr", "") == "get_template"
+    ]
+    assert rendered == [], f"{path.relative_to(PACKAGE)}: report/ renders outputs"
 
 
 # -- one way to speak to Keystone's token API ---------------------------------------

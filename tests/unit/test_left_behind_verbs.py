@@ -78,7 +78,7 @@ def test_the_command_names_each_recorded_workload_of_a_killed_task(tmp_path):
     (line,) = left_behind.left_behind_lines([outcome], AUTH_URL, None)
     assert line.startswith("rally task start exited -9 before its cleanup ended")
     assert "rkb-4a88fea2-*, c_rally_4a88fea2_*, rkb-0badcafe-*, c_rally_0badcafe_*" in line
-    assert line.endswith("keystone-bench cleanup --workload 4a88fea2 --workload 0badcafe")
+    assert line.endswith("keystone-bench cleanup --workload-id 4a88fea2 --workload-id 0badcafe")
 
 
 def test_a_task_that_ended_and_cleaned_up_says_nothing(tmp_path):
@@ -99,7 +99,7 @@ def test_a_context_that_said_it_left_something_is_named(tmp_path):
     run.log_path.write_text("keystone_users cleanup: 2 users left behind\n")
     (line,) = left_behind.left_behind_lines([left_behind.outcome_of(run)], AUTH_URL, "s.yaml")
     assert line.startswith("a context's cleanup failed.")
-    assert line.endswith(f"--workload 0badcafe --spec {Path('s.yaml').resolve()}")
+    assert line.endswith(f"--workload-id 0badcafe --spec {Path('s.yaml').resolve()}")
 
 
 def test_a_capacity_probe_killed_on_a_cloud_prints_the_cleanup(
@@ -115,7 +115,7 @@ def test_a_capacity_probe_killed_on_a_cloud_prints_the_cleanup(
     assert len(said) == 1, out
     assert said[0].startswith("rally task start exited -9 before its cleanup ended")
     assert f"in the cloud at {AUTH_URL}" in said[0]
-    assert said[0].endswith("keystone-bench cleanup --workload 4a88fea2 --workload 0badcafe")
+    assert said[0].endswith("keystone-bench cleanup --workload-id 4a88fea2 --workload-id 0badcafe")
 
 
 def test_load_rally_interrupted_twice_on_a_cloud_prints_the_cleanup(
@@ -135,7 +135,7 @@ def test_load_rally_interrupted_twice_on_a_cloud_prints_the_cleanup(
     said = [ln for ln in out.splitlines() if "keystone-bench cleanup" in ln]
     assert len(said) == 1, out
     assert said[0].startswith("interrupted twice: cleanup cut short.")
-    assert said[0].endswith("keystone-bench cleanup --workload 4a88fea2 --workload 0badcafe")
+    assert said[0].endswith("keystone-bench cleanup --workload-id 4a88fea2 --workload-id 0badcafe")
 
 
 def test_load_rally_on_the_mock_says_nothing_of_a_cloud(tmp_path, monkeypatch, capsys):

@@ -1,4 +1,4 @@
-"""keystone-bench cleanup --workload: which names it takes, in which order (issue 27, item 5)."""
+"""keystone-bench cleanup --workload-id: which names it takes, in which order (issue 27, item 5)."""
 
 import pytest
 
@@ -16,17 +16,18 @@ def test_a_workload_id_is_a_uuid_or_its_first_8_hex_digits():
 def test_anything_else_is_refused_in_one_line(bad, capsys, monkeypatch):
     for k in ("OS_AUTH_URL", "OS_USERNAME", "OS_PASSWORD"):
         monkeypatch.setenv(k, "x")
-    assert cli.main(["cleanup", "--workload", bad]) == 2
+    assert cli.main(["cleanup", "--workload-id", bad]) == 2
     err = capsys.readouterr().err.strip().splitlines()
-    assert len(err) == 1 and "--workload" in err[0]
+    assert len(err) == 1 and "--workload-id" in err[0]
 
 
 def test_cleanup_needs_one_of_reuse_or_workload(capsys):
     assert cli.main(["cleanup"]) == 2
-    assert cli.main(["cleanup", "--reuse", "t", "--workload", "4a88fea2"]) == 2
+    assert cli.main(["cleanup", "--reuse", "t", "--workload-id", "4a88fea2"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert (
-        err == ["keystone-bench: cleanup needs one of --reuse TAG, --workload ID or --load ID"] * 2
+        err
+        == ["keystone-bench: cleanup needs one of --reuse TAG, --workload-id ID or --load ID"] * 2
     )
 
 

@@ -8,11 +8,11 @@ import sys
 import threading
 from pathlib import Path
 
+from rally_keystone_bench.driver import probers
 from rally_keystone_bench.driver import rally as rallyenv
 from rally_keystone_bench.driver import task as rally_task
 from rally_keystone_bench.plugins.runners import pooled_rps
 from rally_keystone_bench.plugins.runners.progress import PROGRESS, Totals, parse_progress
-from rally_keystone_bench.verbs import capacity as capacity_verb
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import test_pooled_rps as worker  # noqa: E402
@@ -91,7 +91,7 @@ def test_a_probe_reads_the_counts_and_stops_at_the_first_failure(tmp_path, monke
     ticks = []
     task_args = {"rps": 10, "max_concurrency": 50, "warmup": 10, "window": 30}
     task_args["runner"] = "pooled_rps"
-    watcher = capacity_verb.ProbeWatcher(task_args, True, print, 1, 400)
+    watcher = probers.ProbeWatcher(task_args, True, print, 1, 400)
 
     def watch(run, line):
         ticks.append((run.counts.started, run.counts.done, run.counts.failed))

@@ -137,7 +137,7 @@ VERBS = {
     "matrix": ["--deployments", "--task", "--task-args", "--repeat"],
     "gate": ["--baseline", "--candidate", "--task", "--rounds", "--threshold", "--alpha",
              "--candidate-option"],
-    "cleanup": ["--reuse", "--workload", "--spec", "--run-dir"],
+    "cleanup": ["--reuse", "--workload-id", "--spec", "--run-dir"],
 }  # fmt: skip
 
 

@@ -29,19 +29,6 @@ def test_default_catalog_and_assignments_are_cloud_sized() -> None:
     assert DEFAULT.groups >= 3 and DEFAULT.projects >= 40 and DEFAULT.inherited_domain_role
 
 
-def test_expected_counts_per_table() -> None:
-    plan = SeedPlan(
-        events={"token": 10, "user": 3, "project": 2, "trust": 1},
-        services=4, regions=2, interfaces=3, groups=2, direct_projects=5, projects_per_group=3,
-    )  # fmt: skip
-    counts = plan.expected_counts(per_token=2)
-    assert counts["revocation_event"] == 26
-    assert counts["endpoint"] == 24 and counts["service"] == 4 and counts["region"] == 2
-    assert counts["project"] == 11 and counts["group"] == 2
-    assert counts["user_group_membership"] == 2
-    assert counts["assignment"] == 12  # 5 direct, 2 x 3 through groups, 1 inherited
-
-
 def test_the_plan_is_the_same_json_every_time_with_its_seed() -> None:
     one, two = SeedPlan().to_json(), SeedPlan().to_json()
     assert one == two

@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from rally_keystone_bench import writer
 from rally_keystone_bench.driver import interrupts, task_reports
 from rally_keystone_bench.driver import outcome as task_outcome
 from rally_keystone_bench.driver import rally as rally_driver
@@ -121,7 +122,7 @@ def test_a_signal_in_the_middle_of_a_log_write_still_stops_the_task(
     """The signal comes from inside the 5th log write, synchronously (no race); Rally's
     cleanup then takes 0.3 s of the driver's 120 s, as in the first test."""
     log = tmp_path / "t.rally.log"
-    monkeypatch.setattr(rally_task, "open", lambda p, *a, **k: ReentrantLog(p, sig), raising=False)
+    monkeypatch.setattr(writer, "open_stream", lambda p, *a, **k: ReentrantLog(p, sig))
     with interrupts.sigterm_as_interrupt(), pytest.raises(Interrupted) as caught:
         rally_task.start_task(home, "env", tmp_path / "t.json", {}, log)
     assert caught.value.signum == sig
@@ -136,7 +137,7 @@ def test_run_task_writes_the_reports_of_what_ran(home, tmp_path, monkeypatch):
     Interrupted carries them. Timing: 0.3 s of cleanup against 120 s, as above."""
     written = []
     monkeypatch.setattr(
-        task_reports, "write_reports", lambda h, outcome, out: written.append(outcome)
+        task_reports, "write_reports", lambda h, outcome, *out: written.append(outcome)
     )
     signal_after(5, tmp_path / "out" / "t.rally.log", signal.SIGTERM)
     with interrupts.sigterm_as_interrupt(), pytest.raises(Interrupted) as caught:

@@ -21,7 +21,7 @@ def test_load_json_masks_the_database_password(tmp_path, monkeypatch):
     (written,) = tmp_path.glob("*/load.json")
     text = written.read_text()
     assert SECRET not in text
-    assert json.loads(text)["db_url"] == "postgresql://postgres:***@127.0.0.1:5432"
+    assert json.loads(text)["deployment"]["db_url"] == "postgresql://postgres:***@127.0.0.1:5432"
 
 
 def test_state_json_is_its_owners_only(tmp_path):

@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from rally_keystone_bench import writer
 from rally_keystone_bench.clients import credentials
 from rally_keystone_bench.engines.locust import schedule, setup
 from rally_keystone_bench.engines.locust.samples import SCENARIOS
@@ -376,7 +377,7 @@ def run_load(
 
 def _spawn(argv: list[str], env: Mapping[str, str], log_path: Path) -> subprocess.Popen:
     """ARGV in a session of its own, its output in LOG_PATH."""
-    with open(log_path, "wb") as log:
+    with writer.open_stream(log_path, "wb") as log:
         return subprocess.Popen(
             argv,
             env=env,

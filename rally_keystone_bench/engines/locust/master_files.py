@@ -11,9 +11,9 @@
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
+from rally_keystone_bench import writer
 from rally_keystone_bench.engines.locust import samples as sm
 from rally_keystone_bench.engines.locust import schedule
 from rally_keystone_bench.engines.locust.custom_args import steps_from
@@ -25,7 +25,7 @@ def write(master: Any) -> None:
     master.out.mkdir(parents=True, exist_ok=True)
     everything = [s for node in master.workers for s in master.received.get(node, [])]
     everything.sort(key=lambda s: s[2])
-    (master.out / "samples.json").write_text(json.dumps(everything))
+    writer.write_json(master.out / "samples.json", everything, indent=None, newline=False)
     kept = everything
     if master.t0 is not None and opts.ks_warmup and not opts.ks_steps:
         begin = master.t0 + opts.ks_warmup - 0.5 / opts.ks_rate  # half a spacing: rounding
@@ -33,7 +33,7 @@ def write(master: Any) -> None:
     reported = sum(int(d.get("count", 0)) for d in master.done.values())
     runner_cfg = runner_config(opts, len(master.workers))
     report = rally_report(master, kept, runner_cfg, reported, len(everything))
-    (master.out / "locust-report.json").write_text(json.dumps(report))
+    writer.write_json(master.out / "locust-report.json", report, indent=None, newline=False)
     meta = {
         "scenario": opts.ks_scenario,
         "runner": runner_cfg,
@@ -49,7 +49,7 @@ def write(master: Any) -> None:
         "error": master.error,
         "interrupted": master.interrupted,
     }
-    (master.out / "run.json").write_text(json.dumps(meta, indent=1) + "\n")
+    writer.write_json(master.out / "run.json", meta, indent=1)  # last: the master is done
 
 
 def runner_config(opts: Any, workers: int) -> dict[str, Any]:

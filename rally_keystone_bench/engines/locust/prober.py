@@ -20,12 +20,12 @@ import contextlib
 import dataclasses
 import json
 import math
-import shutil
 import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
+from rally_keystone_bench import writer
 from rally_keystone_bench.engines.locust import engine, schedule, setup
 from rally_keystone_bench.engines.locust import samples as sm
 from rally_keystone_bench.errors import BenchError
@@ -200,7 +200,7 @@ class LocustProber:
 def _kept(result: engine.LoadResult, report: Path, interrupted: bool = False) -> LoadRun:
     """The engine's RESULT as a LoadRun, its report copied to REPORT when asked elsewhere."""
     if result.report != report:
-        shutil.copyfile(result.report, report)
+        writer.copy(result.report, report)
     return LoadRun(
         report,
         result.out_dir,

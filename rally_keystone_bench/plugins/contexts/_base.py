@@ -151,7 +151,7 @@ class BenchContext(rally_context.Context):
     def run_prefix(self) -> str:
         """'rkb-<8 chars of the workload id>-': names nothing else can carry."""
         owner = self.context.get("owner_id") or self.task_uuid() or secrets.token_hex(4)
-        return leftovers.run_prefix(owner)  # what keystone-bench cleanup --workload finds
+        return leftovers.run_prefix(owner)  # what keystone-bench cleanup --workload-id finds
 
     def abort_watch(self) -> _admin.AbortWatch:
         return _admin.AbortWatch(self.task_uuid())

@@ -6,7 +6,7 @@ keystone_users, keystone_roles, keystone_groups, keystone_catalog,
 keystone_project_tree); Rally's stock users context names its projects and
 users ``c_rally_<the same 8 hex digits>_``. A task cut short before its
 contexts cleaned up (a second Ctrl-C, Rally killed) leaves them behind:
-``keystone-bench cleanup --workload ID`` deletes whatever carries those
+``keystone-bench cleanup --workload-id ID`` deletes whatever carries those
 prefixes and nothing else. Deleting a user ends its tokens, trusts, TOTP
 credentials and role grants (keystone_trusts, keystone_totp,
 keystone_scope_roles hang theirs on our users); a service its endpoints; a
@@ -37,7 +37,7 @@ def check_workload(text: str) -> str:
         from rally_keystone_bench.errors import BenchError
 
         raise BenchError(
-            f"--workload {text!r} must be a workload uuid or its first 8 hex digits "
+            f"--workload-id {text!r} must be a workload uuid or its first 8 hex digits "
             "(as keystone-bench printed them)"
         )
     return short_id(value)

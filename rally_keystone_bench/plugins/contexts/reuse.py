@@ -22,6 +22,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from rally_keystone_bench import writer
+
 TAG_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,31}$"
 
 
@@ -112,13 +114,7 @@ def _read(path: Path) -> dict[str, Any] | None:
 
 def _write_private(path: Path, data: dict[str, Any]) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-    tmp = path.with_suffix(".tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "w") as out:
-        json.dump(data, out, indent=1, sort_keys=True)
-    os.chmod(tmp, 0o600)
-    os.replace(tmp, path)
-    return path
+    return writer.write_json(path, data, indent=1, newline=False, private=True, sort_keys=True)
 
 
 def delete_tag(admin: Any, tag: str, workers: int = 20) -> tuple[int, int]:
