@@ -40,6 +40,23 @@ def _temporary(path: Path, mode: int) -> tuple[Path, int]:
         raise OSError(exc.errno, exc.strerror, str(path)) from None
 
 
+@contextlib.contextmanager
+def _replacing(path: Path, mode: int) -> Iterator[IO[bytes]]:
+    """A new file beside PATH to write (MODE), renamed over PATH when the block ends;
+    removed, PATH untouched, when it raises."""
+    tmp, fd = _temporary(path, mode)
+    try:
+        with os.fdopen(fd, "wb") as out:
+            yield out
+        if mode == PRIVATE:
+            os.chmod(tmp, PRIVATE)  # whatever the umask left of it
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            tmp.unlink()
+        raise
+
+
 def _target(path: str | os.PathLike) -> Path:
     """Where PATH's bytes go: a symbolic link's target (the link stays)."""
     path = Path(path)
@@ -57,17 +74,8 @@ def write_bytes(path: str | os.PathLike, data: bytes, private: bool = False) -> 
         with open(target, "wb") as out:
             out.write(data)
         return path
-    tmp, fd = _temporary(target, PRIVATE if private else SHARED)
-    try:
-        with os.fdopen(fd, "wb") as out:
-            out.write(data)
-        if private:
-            os.chmod(tmp, PRIVATE)  # whatever the umask left of it
-        os.replace(tmp, target)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            tmp.unlink()
-        raise
+    with _replacing(target, PRIVATE if private else SHARED) as out:
+        out.write(data)
     return path
 
 
@@ -107,16 +115,8 @@ def create_private(path: str | os.PathLike, text: str) -> Path:
 def copy(source: str | os.PathLike, path: str | os.PathLike) -> Path:
     """SOURCE's bytes into PATH, atomically (the mode of a new file, not SOURCE's)."""
     path = Path(path)
-    with open(source, "rb") as src:
-        tmp, fd = _temporary(path, SHARED)
-        try:
-            with os.fdopen(fd, "wb") as out:
-                shutil.copyfileobj(src, out)
-            os.replace(tmp, path)
-        except BaseException:
-            with contextlib.suppress(OSError):
-                tmp.unlink()
-            raise
+    with open(source, "rb") as src, _replacing(path, SHARED) as out:
+        shutil.copyfileobj(src, out)
     return path
 
 
