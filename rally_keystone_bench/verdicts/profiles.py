@@ -202,6 +202,7 @@ class ProfileChange:
 
 MIN_SHARE = 0.05  # a line with less of the change is not named (the top line always is)
 MOST_LINES = 3
+MIN_RISE_MS = 0.05  # a smaller rise prints as +0.0 ms: not where time went
 
 
 def line_shares(
@@ -235,6 +236,9 @@ def diff(
 ) -> list[ProfileChange]:
     """The TOP (function, action) pairs whose self time per request rose most, largest first.
 
+    Only rises of MIN_RISE_MS or more: a function whose time stayed (``+0.0 ms``)
+    or fell did not take the added time.
+
     Each names the lines its added samples were taken at; SOURCE, when
     given, reads a line's text (the candidate's tree first).
     """
@@ -245,7 +249,8 @@ def diff(
             side[(function, action)][line] = ms
     b = {k: sum(v.values()) for k, v in by_key[0].items()}
     a = {k: sum(v.values()) for k, v in by_key[1].items()}
-    keys = sorted(set(a) | set(b), key=lambda k: (-(a.get(k, 0.0) - b.get(k, 0.0)), k))
+    rose = [k for k in set(a) | set(b) if a.get(k, 0.0) - b.get(k, 0.0) >= MIN_RISE_MS]
+    keys = sorted(rose, key=lambda k: (-(a.get(k, 0.0) - b.get(k, 0.0)), k))
     changes = []
     for key in keys[:top]:
         function, action = key

@@ -208,8 +208,9 @@ def test_a_local_checkout_installed_editable_is_read_from_its_tree(tmp_path):
     evidence = Evidence()
     evidence.sources = {"baseline": profiling.source_roots(tmp_path / "stock"), "candidate": []}
     issues = {"keystone.issue_token": 236, profiles.ANY: 236}
-    for side, frames in (("baseline", SLEEP_POST.format(line=334)), ("candidate", None)):
-        evidence.stacks[side][(WSGI, frames or SLEEP_POST.format(line=325))] = 3540
+    sides = (("baseline", SLEEP_POST.format(line=334), 10), ("candidate", None, 3540))
+    for side, frames, n in sides:
+        evidence.stacks[side][(WSGI, frames or SLEEP_POST.format(line=325))] = n
         evidence.requests[side].update(issues)
     (top, *_) = evidence.where_time_went()
     assert top.lines[0].line == "325" and top.lines[0].text is None  # not the stock "# stock"
