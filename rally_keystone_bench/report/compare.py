@@ -15,7 +15,6 @@ from rally_keystone_bench.errors import BenchError
 from rally_keystone_bench.report import counters, junit, svg
 from rally_keystone_bench.report.render import environment
 from rally_keystone_bench.verdicts.compare import (
-    ADVICE,
     MIN_THROUGHPUT_SLICES,
     CompareResult,
     Comparison,
@@ -58,8 +57,8 @@ def _numbers(c: Comparison) -> str:
 def format_text(result: CompareResult) -> str:
     """The verdict first, then a line per action: its verdict, then the numbers."""
     lines = [result.headline()]
-    if result.inconclusive:
-        lines.append(f"advice: {ADVICE}")
+    if result.advice():
+        lines.append(f"advice: {result.advice()}")
     lines += [f"base: {result.base}", f"candidate: {result.candidate}", *result.machine_lines()]
     for w in result.workloads:
         lines.append("")

@@ -39,6 +39,7 @@ def main(args: argparse.Namespace) -> int:
                      "candidate": deployment_of(args.candidate)},
     )  # fmt: skip
     changes = counter_changes(args.base, args.candidate, base, cand)
+    result.counters_unknown = [c.key for c in changes if c.unknown and c.counter == counters.SQL]
     went = where_time_went(args.base, args.candidate)
     text = compare_report.format_text(result)
     moved = latency_moved(result)
@@ -73,7 +74,9 @@ def counter_changes(base: str, candidate: str, base_wl: list, cand_wl: list) -> 
     """Counts per request of each action of each workload both runs traced, per workload.
 
     Workloads are paired as the latency verdicts pair them (same scenario,
-    arguments and runner); none traced: an empty list.
+    arguments and runner). Neither run traced: an empty list. Both did: an
+    action a side has no count of gets an unknown SQL count that says which
+    side, never silence (read as unchanged).
     """
     before, after = keystone_counters.load_saved(base), keystone_counters.load_saved(candidate)
     if not before or not after:
@@ -81,9 +84,17 @@ def counter_changes(base: str, candidate: str, base_wl: list, cand_wl: list) -> 
     index = {id(w): i for i, w in enumerate(base_wl)} | {id(w): i for i, w in enumerate(cand_wl)}
     changes = []
     for b, c in compare.pair_workloads(base_wl, cand_wl)[0]:
-        mine, theirs = before.get(index[id(b)]), after.get(index[id(c)])
-        if mine and theirs:
-            changes.extend(counters.compare(mine, theirs, workload=b.label()))
+        mine, theirs = before.get(index[id(b)]) or {}, after.get(index[id(c)]) or {}
+        found = counters.compare(mine, theirs, workload=b.label())
+        changes.extend(found)
+        judged = {ch.action for ch in found if ch.counter == counters.SQL}
+        timed = [a for a in b.actions if a in counters.ACTION_BY_METHOD.values()]
+        for action in dict.fromkeys([*mine, *theirs, *timed]):
+            if action not in judged:
+                kept = (("base", mine), ("candidate", theirs))
+                sides = [side for side, counts in kept if action not in counts]
+                why = f"no traced request on the {' or the '.join(sides)}"
+                changes.append(counters.unknown(action, b.label(), why))
     return changes
 
 

@@ -123,6 +123,9 @@ class CompareResult:
     machines: dict[str, machine.MachineState | None] = dataclasses.field(default_factory=dict)
     deployments: dict[str, str | None] = dataclasses.field(default_factory=dict)
     inconclusive: str | None = None  # why no verdict can be drawn from these two runs
+    # "workload: action (why)" of each SQL count a traced pair has no (or too few)
+    # traced requests of: unknown, so compare cannot say "no regression" for it
+    counters_unknown: list[str] = dataclasses.field(default_factory=list)
 
     @property
     def regressions(self) -> list[tuple[WorkloadComparison, Comparison]]:
@@ -132,7 +135,21 @@ class CompareResult:
     def exit_code(self) -> int:
         if self.inconclusive:
             return EXIT_INCONCLUSIVE
-        return 1 if self.regressions else 0
+        if self.regressions:
+            return 1
+        return EXIT_INCONCLUSIVE if self.counters_unknown else 0
+
+    def advice(self) -> str | None:
+        """One line of what to do when no verdict could be drawn, or None."""
+        if self.inconclusive:
+            return ADVICE
+        if self.counters_unknown and not self.regressions:
+            return (
+                "a run traced too few of a workload's requests, so a SQL statement added there "
+                "would pass unseen: run both again with every timed request traced "
+                "(KEYSTONE_BENCH_TRACE_RATE unset), or run keystone-bench gate"
+            )
+        return None
 
     def machine_lines(self) -> list[str]:
         """Each run's machine during its load, or that it is unknown."""
@@ -179,6 +196,12 @@ class CompareResult:
             if len(regs) == 1:
                 return f"REGRESSION ({rules}): {c.name} {c.verdict} in {w.scenario} {w.runner}"
             return f"REGRESSION ({rules}): {len(regs)} of {total} actions slower; {worst}"
+        if self.counters_unknown:
+            first, more = self.counters_unknown[0], len(self.counters_unknown) - 1
+            return (
+                f"INCONCLUSIVE ({rules}): no latency regression, but Keystone's SQL count "
+                f"is unknown for {first}{f' (and {more} more)' if more else ''}"
+            )
         return f"no regression ({rules})"
 
     def as_dict(self) -> dict[str, Any]:
@@ -198,7 +221,8 @@ class CompareResult:
             "only_in_base": self.only_in_base,
             "only_in_candidate": self.only_in_candidate,
             "inconclusive": self.inconclusive,
-            "advice": ADVICE if self.inconclusive else None,
+            "advice": self.advice(),
+            "counters_unknown": self.counters_unknown,
             "family": {"tests": self.tests, "correction": "holm",
                        "rule": family.describe(self.alpha, self.tests)},
             "machines": {side: (m.as_dict() if m else None) for side, m in self.machines.items()},

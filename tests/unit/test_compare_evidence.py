@@ -11,7 +11,11 @@ import json
 import shutil
 from pathlib import Path
 
+import synthetic
+
 from rally_keystone_bench import cli
+from rally_keystone_bench.driver import reports
+from rally_keystone_bench.verdicts.counters import ACTION_BY_METHOD
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 POST = "application (keystone_bench_wsgi.py:69);AuthTokenResource.post (keystone/api/auth.py:450)"
@@ -26,25 +30,38 @@ FIRST = "KeystoneTokens.authenticate(method=token, scope=project) constant(concu
 SERVED = {"keystone.issue_token": 400, "keystone.validate_token": 236, "any request": 700}
 
 
+def _counts(action: str, sql: int) -> dict:
+    return {
+        "action": action,
+        "traced_requests": 60,
+        "sql_statements_median": sql,
+        "sql_statements_max": sql,
+        "db_ms_median": 2.0,
+        "statements": {"SELECT 1 FROM revocation_event": float(sql)},
+    }
+
+
 def _side(
-    root: Path, sql: int, issue_samples: int, profile: bool = True, served: bool = True
+    root: Path,
+    sql: int,
+    issue_samples: int,
+    profile: bool = True,
+    served: bool = True,
+    untraced: int | None = None,
 ) -> str:
+    """A run's directory; every workload's token actions traced (but the UNTRACED-th's),
+    the first workload's issue with SQL statements, the others' with 5."""
     root.mkdir()
     report = root / "run.json"
     shutil.copy(FIXTURES / "rally-keystone-tokens.json", report)
-    counters = {
-        "keystone.issue_token": {
-            "action": "keystone.issue_token",
-            "traced_requests": 60,
-            "sql_statements_median": sql,
-            "sql_statements_max": sql,
-            "db_ms_median": 2.0,
-            "statements": {"SELECT 1 FROM revocation_event": float(sql)},
-        }
-    }
+    kept = []
+    for i, wl in enumerate(reports.load_any(str(report))):
+        timed = [a for a in wl.actions if a in ACTION_BY_METHOD.values()]
+        counts = {a: _counts(a, sql if i == 0 else 5) for a in timed}
+        kept.append({"counters": {} if i == untraced else counts})
     summary = root / "run-summary" / "summary.json"
     summary.parent.mkdir()
-    doc = {"workloads": [{"counters": counters}]}
+    doc = {"workloads": kept}
     if served:
         doc["profile"] = {"requests_served": SERVED}
     summary.write_text(json.dumps(doc))
@@ -94,3 +111,33 @@ def test_no_profile_on_one_side_no_profile_lines(tmp_path, capsys):
         f"counter: {FIRST}: keystone.issue_token 9 -> 9 SQL statements per request (unchanged)"
         in out
     )
+
+
+def test_a_workload_traced_on_one_side_only_is_inconclusive_and_named(tmp_path, capsys):
+    """Both runs traced, but the candidate has no count of the first workload's issue:
+    a statement added there would pass unseen, so no "no regression" (exit 3)."""
+    base = _side(tmp_path / "a", sql=9, issue_samples=10)
+    cand = _side(tmp_path / "b", sql=9, issue_samples=10, untraced=0)
+    assert cli.main(["compare", base, cand]) == 3
+    out = capsys.readouterr().out.splitlines()
+    # the unknown count comes first, as a counter that moved would, then the verdict
+    assert out[0] == (
+        f"counter: {FIRST}: keystone.issue_token SQL statements per request unknown "
+        "(no traced request on the candidate)"
+    )
+    verdict = next(i for i, line in enumerate(out) if not line.startswith(("counter", " ")))
+    assert out[verdict].startswith("INCONCLUSIVE (")
+    assert out[verdict].endswith(f"SQL count is unknown for {FIRST}: keystone.issue_token")
+    assert out[verdict + 1].startswith("advice: a run traced too few of a workload's requests")
+
+
+def test_a_latency_regression_stays_a_regression_with_an_unknown_count(tmp_path, capsys):
+    base = _side(tmp_path / "a", sql=9, issue_samples=10)
+    cand = Path(_side(tmp_path / "b", sql=9, issue_samples=10, untraced=0))
+    slow = synthetic.slow_down(json.loads(cand.read_text()), "keystone.issue_token", 1.5)
+    synthetic.write(str(cand), slow)
+    assert cli.main(["compare", base, str(cand)]) == 1
+    out = capsys.readouterr().out.splitlines()
+    verdict = next(line for line in out if not line.startswith(("counter", " ")))
+    assert verdict.startswith("REGRESSION (") and "keystone.issue_token 1.5" in verdict
+    assert not any(line.startswith("advice:") for line in out)
