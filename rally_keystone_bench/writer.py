@@ -120,6 +120,21 @@ def copy(source: str | os.PathLike, path: str | os.PathLike) -> Path:
     return path
 
 
+def move(source: str | os.PathLike, path: str | os.PathLike) -> Path:
+    """SOURCE moved to PATH (replacing it): a rename on one file system, else a copy then
+    an unlink, as ``shutil.move``. A file another program made, put where it belongs."""
+    path = Path(path)
+    shutil.move(os.fspath(source), path)
+    return path
+
+
+def touch(path: str | os.PathLike) -> Path:
+    """PATH made empty if it is missing; an existing file is left as it is."""
+    path = Path(path)
+    path.touch()
+    return path
+
+
 def open_stream(path: str | os.PathLike, mode: str = "a", buffering: int = -1) -> IO[Any]:
     """PATH opened to be written as things happen (MODE "w", "a", "wb" or "ab"): a log a
     process or a watcher writes line by line, a lock file. The caller closes it."""

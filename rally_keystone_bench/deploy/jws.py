@@ -52,5 +52,5 @@ def create_keypair(keystone_manage: str, config: Path, settings: Mapping[str, st
         )
     if proc.returncode != 0 or not (private / "public.pem").exists():
         raise BenchError(f"keystone-manage create_jws_keypair failed; see {log}")
-    os.replace(private / "public.pem", public / "public.pem")
+    writer.move(private / "public.pem", public / "public.pem")
     os.chmod(private / "private.pem", 0o600)

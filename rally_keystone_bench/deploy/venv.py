@@ -175,7 +175,7 @@ def _uwsgi_wheel(log: Path) -> str:
                          "--no-cache-dir", "--disable-pip-version-check", "uwsgi", "-w",
                          str(work / "out")], log, what="build uWSGI")  # fmt: skip
             (wheel,) = (work / "out").glob(f"uwsgi-*-{tag}-*.whl")
-            wheel.rename(wheels / wheel.name)
+            writer.move(wheel, wheels / wheel.name)
         finally:
             shutil.rmtree(work, ignore_errors=True)
         return str(wheels / wheel.name)
@@ -321,7 +321,7 @@ def _add_wsgi_module(venv: Path) -> None:
     if (package / "api.py").exists():
         return
     package.mkdir(exist_ok=True)
-    (package / "__init__.py").touch()
+    writer.touch(package / "__init__.py")
     writer.write_text(package / "api.py", WSGI_API)
 
 

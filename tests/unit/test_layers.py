@@ -221,7 +221,10 @@ TEMPFILE_WRITES = {
     "mkstemp", "mkdtemp", "NamedTemporaryFile", "TemporaryFile", "SpooledTemporaryFile",
     "TemporaryDirectory",
 }  # fmt: skip
-WRITING_MODULES = {"shutil": SHUTIL_WRITES, "tempfile": TEMPFILE_WRITES, "os": {"open", "fdopen"}}
+OS_WRITES = {"open", "fdopen", "replace", "rename", "link", "symlink", "mkfifo", "truncate"}
+WRITING_MODULES = {"shutil": SHUTIL_WRITES, "tempfile": TEMPFILE_WRITES, "os": OS_WRITES}
+# A Path's methods that make or move a file (str has none of these names)
+PATH_WRITES = ("write_text", "write_bytes", "dump", "touch", "rename", "symlink_to", "hardlink_to")
 
 
 def _mode(node: ast.Call, position: int) -> str | None:
@@ -236,8 +239,9 @@ def _mode(node: ast.Call, position: int) -> str | None:
 
 def writes_of(path: Path) -> list[str]:
     """Each way PATH writes a file itself: .write_text()/.write_bytes() (but the writer's),
-    json.dump(), open(.., "w"/"a"/"x"/"+"), os.open, os.fdopen, shutil's copies, tempfile's
-    files and directories, and importing one of those by name."""
+    json.dump(), open(.., "w"/"a"/"x"/"+"), os.open, os.fdopen, os.replace and the like, a
+    Path's touch()/rename()/symlink_to(), shutil's copies, tempfile's files and directories,
+    and importing one of those by name."""
     found = []
     for node in ast.walk(ast.parse(path.read_text(), str(path))):
         if isinstance(node, ast.ImportFrom) and node.module in WRITING_MODULES:
@@ -252,7 +256,7 @@ def writes_of(path: Path) -> list[str]:
             continue  # the one writer
         if owner in WRITING_MODULES and name in WRITING_MODULES[owner]:
             found.append(f"{owner}.{name}() line {node.lineno}")
-        elif name in ("write_text", "write_bytes", "dump"):
+        elif name in PATH_WRITES:
             found.append(f"{name}() line {node.lineno}")
         elif name == "open":
             # open(path, mode), io.open(path, mode): a mode computed counts as writing; a
@@ -298,6 +302,10 @@ def test_the_writer_check_sees_every_way_of_writing(tmp_path):
         'open("r")\n'
         "tempfile.gettempdir()\n"
         'Path("b").write_bytes(b"")\n'
+        'Path("c").touch()\n'
+        'wheel.rename(wheels / "w")\n'
+        'os.replace("d", "e")\n'
+        '"text".replace("a", "b")\n'
     )
     assert writes_of(sample) == [
         "write_text() line 2",
@@ -311,6 +319,9 @@ def test_the_writer_check_sees_every_way_of_writing(tmp_path):
         "open(.., 'a') line 10",
         "from tempfile import mkstemp line 11",
         "write_bytes() line 15",
+        "touch() line 16",
+        "rename() line 17",
+        "os.replace() line 18",
     ]
 
 

@@ -83,3 +83,15 @@ def test_a_stream_is_opened_to_write_or_append_only(tmp_path):
     assert (tmp_path / "log").read_text() == "one\ntwo\n"
     with pytest.raises(ValueError):
         writer.open_stream(tmp_path / "log", "r+")
+
+
+def test_a_move_replaces_its_target_and_a_touch_keeps_what_is_there(tmp_path):
+    (tmp_path / "made").write_text("public key")
+    (tmp_path / "there").write_text("old")
+    writer.move(tmp_path / "made", tmp_path / "there")
+    assert (tmp_path / "there").read_text() == "public key"
+    assert not (tmp_path / "made").exists()
+    writer.touch(tmp_path / "there")
+    assert (tmp_path / "there").read_text() == "public key"
+    writer.touch(tmp_path / "new")
+    assert (tmp_path / "new").read_bytes() == b""
