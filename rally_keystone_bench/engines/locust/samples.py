@@ -29,6 +29,8 @@ import uuid as uuid_mod
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, NamedTuple
 
+from rally_keystone_bench.verdicts import stats
+
 ISSUE = "keystone.issue_token"
 VALIDATE = "keystone.validate_token"
 CHECK = "keystone.check_token"
@@ -129,29 +131,21 @@ def iterations(samples: Iterable[Sequence[Any]]) -> list[dict[str, Any]]:
 
 
 def _stats(values: Sequence[float], count: int, failed: int) -> dict[str, Any]:
-    import numpy as np
+    """Rally's row of figures, from the summary every report quotes (verdicts.stats)."""
+    summary = stats.summarize(values)
 
-    v = np.asarray(values, dtype=float)
-    if v.size == 0:
-        return {
-            "iteration_count": count,
-            "min": None,
-            "median": None,
-            "90%ile": None,
-            "95%ile": None,
-            "max": None,
-            "avg": None,
-            "success": f"{100.0 * (count - failed) / count:.1f}%" if count else "n/a",
-        }
-    q = np.percentile(v, [50, 90, 95])
+    def ms(key: str) -> float | None:
+        value = summary[key]
+        return None if value is None else round(float(value), 3)
+
     return {
         "iteration_count": count,
-        "min": round(float(v.min()), 3),
-        "median": round(float(q[0]), 3),
-        "90%ile": round(float(q[1]), 3),
-        "95%ile": round(float(q[2]), 3),
-        "max": round(float(v.max()), 3),
-        "avg": round(float(v.mean()), 3),
+        "min": ms("min"),
+        "median": ms("p50"),
+        "90%ile": ms("p90"),
+        "95%ile": ms("p95"),
+        "max": ms("max"),
+        "avg": ms("mean"),
         "success": f"{100.0 * (count - failed) / count:.1f}%" if count else "n/a",
     }
 
