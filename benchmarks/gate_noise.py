@@ -173,12 +173,21 @@ def run_gate(label: str, baseline: str, candidate: str, options: list[str], args
             "--max-time", str(args.max_time), "--block-seconds", str(args.block_seconds),
         ]  # fmt: skip
     started = time.monotonic()
-    proc = subprocess.run(cmd, cwd=work, capture_output=True, text=True)
+    pipe = subprocess.PIPE
+    proc = subprocess.Popen(cmd, cwd=work, stdout=pipe, stderr=pipe, text=True)
+    try:
+        stdout, stderr = proc.communicate()
+    except KeyboardInterrupt:
+        # Ctrl-C reached the gate too (one process group): let it stop its Keystones and
+        # remove what it made, never kill it halfway.
+        stdout, stderr = proc.communicate()
+        (work / f"{label}.out").write_text(stdout + "\n--- stderr ---\n" + stderr)
+        raise
     took = time.monotonic() - started
-    (work / f"{label}.out").write_text(proc.stdout + "\n--- stderr ---\n" + proc.stderr)
+    (work / f"{label}.out").write_text(stdout + "\n--- stderr ---\n" + stderr)
     verdicts = ("REGRESSION", "no regression", "INCONCLUSIVE")
-    lines = [line for line in proc.stdout.splitlines() if line.startswith(verdicts)]
-    headline = (lines or [proc.stderr.strip()[-200:]])[0]
+    lines = [line for line in stdout.splitlines() if line.startswith(verdicts)]
+    headline = (lines or [stderr.strip()[-200:]])[0]
     kinds, clean, total = [], 0, 0
     found = sorted(reports.glob("*/gate.json"))
     if found:
@@ -249,7 +258,19 @@ def main() -> int:
              [*rounds12, "--candidate-option", "password_hash_rounds=13"], args.ab_runs,
              "exit 1, burns CPU"),
         ]  # fmt: skip
-    rows = []
+    rows: list = []
+    try:
+        run_cases(cases, args, work, rows)
+    except KeyboardInterrupt:
+        print(f"interrupted after {len(rows)} gate(s); each gate's output is in {work}")
+        return 130
+    resampled(sorted((work / "reports").glob("AA-noise-*/*/gate.json")))
+    print(f"total: {time.monotonic() - began:.0f} s (target < 2700 s)")
+    return 0
+
+
+def run_cases(cases: list, args, work: Path, rows: list) -> None:
+    """Each case's gates, noisy (and one quiet unless --no-quiet), a line each into ROWS."""
     rng = random.Random(args.seed)
     for name, base, cand, opts, runs, want in cases:
         plan = [(True, i) for i in range(runs)]
@@ -274,9 +295,6 @@ def main() -> int:
             f"target: {want}",
             flush=True,
         )
-    resampled(sorted((work / "reports").glob("AA-noise-*/*/gate.json")))
-    print(f"total: {time.monotonic() - began:.0f} s (target < 2700 s)")
-    return 0
 
 
 def resampled(reports: list[Path], gates: int = 5000) -> None:
