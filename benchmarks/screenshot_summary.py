@@ -34,7 +34,7 @@ def main() -> int:
     png = Path(args.png).resolve()
     page = Path(args.source)
     if page.suffix != ".html":
-        page = render.write_summary(reports.load_any(args.source), png.parent, args.source)
+        page = render.write_summary(reports.load_any(args.source), png.parent, args.source).html
     chromium.screenshot(page, png, args.width, args.height)
     console = chromium.render(page).console
     print(f"machine: {describe()}")

@@ -75,7 +75,7 @@ def write_summary(outcome: TaskOutcome) -> None:
         return
     stem = outcome.task_file.stem
     label = f"{stem} ({outcome.interrupted}: what ran)" if outcome.interrupted else stem
-    written = render.write_summary_files(
+    written = render.write_summary(
         outcome.workloads, outcome.summary_dir, label, outcome.counters, outcome.flames,
         outcome.keystone, outcome.machine, outcome.profile,
     )  # fmt: skip

@@ -447,28 +447,12 @@ def render_files(
     }
 
 
-def write_summary(
-    workloads: Sequence[Workload],
-    out_dir: str | os.PathLike,
-    source: str,
-    counters: Sequence[Mapping] | None = None,
-    flames: Flames | None = None,
-    keystone: Mapping[str, Any] | None = None,
-    machine: Any = None,
-    profile: Mapping[str, Any] | None = None,
-) -> Path:
-    """Write summary.html and summary.json into ``out_dir``; return the HTML's path."""
-    return write_summary_files(
-        workloads, out_dir, source, counters, flames, keystone, machine, profile
-    ).html
-
-
 class WrittenSummary(NamedTuple):
     html: Path  # summary.html
     doc: dict[str, Any]  # summary.json's document, as written: what the results store takes
 
 
-def write_summary_files(
+def write_summary(
     workloads: Sequence[Workload],
     out_dir: str | os.PathLike,
     source: str,

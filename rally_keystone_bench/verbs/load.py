@@ -342,7 +342,7 @@ def summarize(report: Path, out: LoadOutput, sampler: Any = None) -> int:
     when requests failed."""
     workloads = results.load(report)
     state = machine_record.state_of(sampler, workloads)
-    out.summary = render.write_summary_files(workloads, out.dir, str(report), machine=state)
+    out.summary = render.write_summary(workloads, out.dir, str(report), machine=state)
     print(f"report: {report}")
     print(f"summary: {out.summary.html}")
     failed = 0

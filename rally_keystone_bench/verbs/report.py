@@ -12,7 +12,7 @@ from rally_keystone_bench.report.render import ms
 def main(args: argparse.Namespace) -> int:
     workloads = reports.load_any(args.result)
     out_dir = args.out or render.default_out_dir(args.result)
-    html = render.write_summary(workloads, out_dir, args.result)
+    html = render.write_summary(workloads, out_dir, args.result).html
     print(f"{html}")
     print(f"{html.with_name('summary.json')}")
     for wl in workloads:

@@ -239,7 +239,7 @@ def test_pooled_rps_workloads_get_the_rate_chart_and_table_setting_too(tmp_path)
 def test_summary_opens_with_an_overview_row_per_workload_and_action_linking_to_it(tmp_path):
     data = synthetic.iterations(20, seed=3)
     workloads = results.from_report(synthetic.report([synthetic.workload(data)]))
-    html = render.write_summary(workloads, tmp_path, "x.json").read_text()
+    html = render.write_summary(workloads, tmp_path, "x.json").html.read_text()
     overview = html[
         html.index('id="overview"') : html.index("</table>", html.index('id="overview"'))
     ]

@@ -49,7 +49,7 @@ def _overview(html: str) -> str:
 def test_overview_names_each_workload_by_what_tells_it_apart_and_shows_sql_and_db_ms(tmp_path):
     workloads = _workloads()
     counters = [{"keystone.issue_token": COUNTERS}, {}, {}]
-    html = render.write_summary(workloads, tmp_path, "x.json", counters).read_text()
+    html = render.write_summary(workloads, tmp_path, "x.json", counters).html.read_text()
     overview = _overview(html)
     assert "KeystoneTokens.authenticate (method password)" in overview
     assert "KeystoneTokens.authenticate (method token)" in overview
@@ -60,7 +60,7 @@ def test_overview_names_each_workload_by_what_tells_it_apart_and_shows_sql_and_d
 def test_a_repeated_action_says_x5_and_total_is_defined_beside_the_table(tmp_path):
     workloads = _workloads()
     assert workloads[2].actions["keystone.validate_token"].count == 50
-    html = render.write_summary(workloads, tmp_path, "x.json").read_text()
+    html = render.write_summary(workloads, tmp_path, "x.json").html.read_text()
     overview = _overview(html)
     assert re.search(r"keystone.validate_token <i>&times;5</i>", overview)
     assert "Rally's\nHTML sums the repeats" in overview
