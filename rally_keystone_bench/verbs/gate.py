@@ -41,6 +41,7 @@ from rally_keystone_bench.deploy.keystone import LocalKeystone
 from rally_keystone_bench.driver import evidence as keystone_evidence
 from rally_keystone_bench.driver import (
     gate_passes,
+    gate_reports,
     interrupts,
     targets,
     task_files,
@@ -51,8 +52,6 @@ from rally_keystone_bench.driver import (
 from rally_keystone_bench.driver import rally as rallyenv
 from rally_keystone_bench.driver import task as rally_task
 from rally_keystone_bench.errors import BenchError
-from rally_keystone_bench.report import counters as report_counters
-from rally_keystone_bench.report import gate as gate_report
 from rally_keystone_bench.verbs import options as verb_options
 from rally_keystone_bench.verbs import recording
 from rally_keystone_bench.verbs.gate_options import (  # noqa: F401  (the CLI's)
@@ -68,7 +67,6 @@ from rally_keystone_bench.verdicts.blocks import (
     TaskRun,
     judge_runs,
 )
-from rally_keystone_bench.verdicts.counters import SQL
 from rally_keystone_bench.verdicts.pairing import GateResult
 
 # The default task: a cloud's token paths; with it both sides run memcached
@@ -351,51 +349,6 @@ def side_deployments(args: argparse.Namespace) -> tuple[dict[str, Deployment], d
     return deps, commits
 
 
-def write_reports(
-    result: GateResult,
-    out_dir: Path,
-    evidence: keystone_evidence.Evidence,
-    tolerance: int,
-    traced: bool = False,
-) -> int:
-    """The verdicts on stdout (counter changes first); JSON, HTML, JUnit in OUT_DIR.
-
-    Returns the exit code: 1 when a counter rose beyond TOLERANCE, whatever the
-    latency said (exact counts have no noise to wait out), else the gate's.
-    TRACED (--trace on): every paired action of every workload needs its SQL
-    count on both sides; one that is unknown makes a passing gate inconclusive.
-    """
-    expected = [(a.workload, a.action) for a in result.actions] if traced else []
-    changes = evidence.counter_changes(tolerance, expected)
-    result.counters_unknown = [c.key for c in changes if c.unknown and c.counter == SQL]
-    text = gate_report.format_text(result)
-    went = evidence.where_time_went()
-    moved = latency_moved(result)
-    print(report_counters.with_evidence(text, changes, moved, went, "baseline"))
-    paths = {
-        "JSON": out_dir / "gate.json",
-        "HTML": out_dir / "gate.html",
-        "JUnit": out_dir / "gate-junit.xml",
-    }
-    shown = report_counters.evidence_html(changes, moved, went, "baseline")
-    gate_report.write_outputs(result, paths, shown, changes)
-    for label, path in paths.items():
-        print(f"gate {label}: {path}")
-    if any(c.failed for c in changes):
-        return 1
-    return result.exit_code
-
-
-def latency_moved(result: GateResult) -> dict[str, bool]:
-    """``workload: action`` -> whether its latency verdict saw a significant change."""
-    return {
-        f"{a.workload}: {a.action}": bool(
-            a.regression or (a.latency is not None and a.latency.p_judged < result.alpha)
-        )
-        for a in result.actions
-    }
-
-
 def paired_rally(
     keystones: dict[str, LocalKeystone],
     run_root: Path,
@@ -548,7 +501,8 @@ def main(args: argparse.Namespace) -> int:
     assert result is not None
     if traced:
         result.notes.extend(evidence.untraced([a.workload for a in result.actions]))
-    rc = write_reports(result, out_dir, evidence, getattr(args, "max_sql_increase", 0), traced)
+    tolerance = getattr(args, "max_sql_increase", 0)
+    rc = gate_reports.write_reports(result, out_dir, evidence, tolerance, traced)
     line = " | ".join(f"{side}: {side_name(deps, commits, side)}" for side in SIDES)
     summaries = recording.summaries_of_outcomes(outcomes, out_dir, "gate")
     verb_options.record_history(args, "gate", out_dir, deps["candidate"], summaries, line=line)
