@@ -31,28 +31,21 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from rally_keystone_bench import procstat
-from rally_keystone_bench.clients import credentials
-from rally_keystone_bench.clients.admin import AdminClient
-from rally_keystone_bench.deploy import conf_options, directory, gitref, seed_plan, tracing, venv
+from rally_keystone_bench.deploy import conf_options, gitref, seed_plan, tracing, venv
 from rally_keystone_bench.deploy.deployment import Deployment
-from rally_keystone_bench.deploy.files import write_private
 from rally_keystone_bench.deploy.keystone import LocalKeystone
 from rally_keystone_bench.driver import evidence as keystone_evidence
 from rally_keystone_bench.driver import (
     gate_passes,
+    gate_reports,
+    gate_runs,
     interrupts,
     targets,
     task_files,
-    task_reports,
-    task_subset,
     workspace,
 )
-from rally_keystone_bench.driver import rally as rallyenv
 from rally_keystone_bench.driver import task as rally_task
 from rally_keystone_bench.errors import BenchError
-from rally_keystone_bench.report import counters as report_counters
-from rally_keystone_bench.report import gate as gate_report
 from rally_keystone_bench.verbs import options as verb_options
 from rally_keystone_bench.verbs import recording
 from rally_keystone_bench.verbs.gate_options import (  # noqa: F401  (the CLI's)
@@ -61,21 +54,12 @@ from rally_keystone_bench.verbs.gate_options import (  # noqa: F401  (the CLI's)
     add_counter_options,
 )
 from rally_keystone_bench.verdicts import compare, family, pairing
-from rally_keystone_bench.verdicts.blocks import (
-    SAMPLE_SECONDS,
-    SIDES,
-    GateSettings,
-    TaskRun,
-    judge_runs,
-)
-from rally_keystone_bench.verdicts.counters import SQL
-from rally_keystone_bench.verdicts.pairing import GateResult
+from rally_keystone_bench.verdicts.blocks import SAMPLE_SECONDS, SIDES, GateSettings
 
 # The default task: a cloud's token paths; with it both sides run memcached
 # unless a side's --*-option cache=none says otherwise.
 # ... and Keystone's default auth methods plus totp, for its password + TOTP path.
 CLOUD_CONF = ("auth.methods=external,password,token,oauth1,mapped,application_credential,totp",)
-LDAP_PROJECT = "keystone-bench-gate-ldap"
 # The task variables that set a paired workload's duration in our gate tasks.
 DURATION_ARGS = ("seconds", "issue_seconds", "validate_seconds")
 SPARE_BLOCKS = 2  # beyond those needed: the first and last block of a workload are cut
@@ -240,58 +224,6 @@ def start_and_seed(
     return keystones, setup
 
 
-def ldap_target(ks: LocalKeystone, stack: contextlib.ExitStack) -> Path:
-    """An openrc (0600) of the directory's first user, for the paired task.
-
-    With ``--identity ldap`` a password token must cost what it costs a
-    directory user: an LDAP bind. The user lives in the LDAP domain; its
-    project and role grant live in SQL, as the contexts make them, and are
-    deleted when STACK closes (before Keystone stops), with the openrc.
-    """
-    users = directory.load_users(ks.directory_users_path)
-    person = users["users"][0]
-    admin = AdminClient(ks.admin_credentials, pool_size=1)
-    ldap_domain = admin.resolve_domain(users["domain"])
-    found = admin.find("users", person["name"], ldap_domain)
-    if not found:
-        raise BenchError(
-            f"the directory's user {person['name']} is not visible in Keystone's "
-            f"{users['domain']} domain; see {ks.server_log_path}"
-        )
-    default = admin.resolve_domain("default")
-    fields = {"description": "keystone-bench gate: the LDAP user's project"}
-    project = admin.create("projects", LDAP_PROJECT, fields, default)
-    stack.callback(admin.delete, "projects", project["id"])
-    role = admin.role_ids(["member"])["member"]
-    admin.grant(project["id"], found[0]["id"], role, f"grant member to {person['name']}")
-    path = ks.run_dir / "ldap-openrc"
-    user = {
-        "auth_url": ks.auth_url,
-        "username": person["name"],
-        "password": person["password"],
-        "project_name": LDAP_PROJECT,
-        "user_domain_name": users["domain"],
-        "project_domain_name": "Default",
-    }
-    write_private(path, credentials.openrc_text(user))
-    stack.callback(path.unlink, missing_ok=True)
-    return path
-
-
-def measure(
-    home: Any, env: str, task: Path, task_args: dict, dest: Path, trees: dict, kept: list
-) -> TaskRun:
-    """One ``rally task start``, /proc sampled beside it every SAMPLE_SECONDS (TREES: the
-    sides); its outcome goes to KEPT (what the results store records)."""
-    outcome = task_reports.run_task(home, env, task, task_args, dest, trees, SAMPLE_SECONDS)
-    kept.append(outcome)
-    if not outcome.workloads:
-        raise BenchError(
-            f"rally task start exited {outcome.rally_exit} without results; see {dest}"
-        )
-    return TaskRun(outcome.workloads, outcome.sampler.intervals)
-
-
 def side_name(deps: dict[str, Deployment], commits: dict[str, str], side: str) -> str:
     """SIDE's deployment line, and its commit when the baseline is the checkout's history."""
     name = deps[side].describe()
@@ -351,120 +283,6 @@ def side_deployments(args: argparse.Namespace) -> tuple[dict[str, Deployment], d
     return deps, commits
 
 
-def write_reports(
-    result: GateResult,
-    out_dir: Path,
-    evidence: keystone_evidence.Evidence,
-    tolerance: int,
-    traced: bool = False,
-) -> int:
-    """The verdicts on stdout (counter changes first); JSON, HTML, JUnit in OUT_DIR.
-
-    Returns the exit code: 1 when a counter rose beyond TOLERANCE, whatever the
-    latency said (exact counts have no noise to wait out), else the gate's.
-    TRACED (--trace on): every paired action of every workload needs its SQL
-    count on both sides; one that is unknown makes a passing gate inconclusive.
-    """
-    expected = [(a.workload, a.action) for a in result.actions] if traced else []
-    changes = evidence.counter_changes(tolerance, expected)
-    result.counters_unknown = [c.key for c in changes if c.unknown and c.counter == SQL]
-    text = gate_report.format_text(result)
-    went = evidence.where_time_went()
-    moved = latency_moved(result)
-    print(report_counters.with_evidence(text, changes, moved, went, "baseline"))
-    paths = {
-        "JSON": out_dir / "gate.json",
-        "HTML": out_dir / "gate.html",
-        "JUnit": out_dir / "gate-junit.xml",
-    }
-    shown = report_counters.evidence_html(changes, moved, went, "baseline")
-    gate_report.write_outputs(result, paths, shown, changes)
-    for label, path in paths.items():
-        print(f"gate {label}: {path}")
-    if any(c.failed for c in changes):
-        return 1
-    return result.exit_code
-
-
-def latency_moved(result: GateResult) -> dict[str, bool]:
-    """``workload: action`` -> whether its latency verdict saw a significant change."""
-    return {
-        f"{a.workload}: {a.action}": bool(
-            a.regression or (a.latency is not None and a.latency.p_judged < result.alpha)
-        )
-        for a in result.actions
-    }
-
-
-def paired_rally(
-    keystones: dict[str, LocalKeystone],
-    run_root: Path,
-    stack: contextlib.ExitStack,
-    task_args: dict,
-) -> tuple[Any, dict, dict[str, list[int]]]:
-    """The Rally home, the paired task's arguments and each side's server pids."""
-    home = rallyenv.RallyHome(run_root / "rally")
-    # The admin is the env's user too: without a user, Rally creates
-    # (and afterwards deletes) a project and users for every workload,
-    # half a minute each on a busy 2-core machine. The paired scenario
-    # reads both sides' openrc files and uses neither.
-    admin = keystones["baseline"].admin_credentials
-    user = {k: v for k, v in admin.items() if k != "auth_url"}
-    home.create_env(rally_task.ENV_NAME, rallyenv.keystone_spec(admin, users=[user]))
-    home.check_env(rally_task.ENV_NAME)
-    # Each side's admin, or with --identity ldap a user of each side's directory.
-    side_targets = {
-        side: ldap_target(ks, stack) if ks.directory_users_path else ks.openrc_path
-        for side, ks in keystones.items()
-    }
-    args_for_task = {**task_args, **{side: str(p) for side, p in side_targets.items()}}
-    # Every server of a side (both pairs): "server", or "<node>-server" behind HAProxy.
-    return home, args_for_task, gate_passes.server_trees(keystones)
-
-
-def judge_all(
-    runs: list[TaskRun],
-    keystones: dict[str, LocalKeystone],
-    settings: GateSettings,
-    deps: dict[str, Deployment],
-    commits: dict[str, str],
-) -> GateResult:
-    """Every run's paired actions judged; each side's requests from its servers' access logs."""
-    access = {
-        side: sorted(
-            (
-                r
-                for n, ks in keystones.items()
-                if gate_passes.side_of(n) == side
-                for r in procstat.read_access_log(ks.access_log_path)
-            ),
-            key=lambda r: r.start,
-        )  # fmt: skip
-        for side in SIDES
-    }
-    return judge_runs(
-        runs, access, settings,
-        base_name=side_name(deps, commits, "baseline"),
-        cand_name=side_name(deps, commits, "candidate"),
-    )  # fmt: skip
-
-
-def next_run(
-    task: Path, task_args: dict, result: GateResult, whole: int, dest: Path
-) -> tuple[Path, dict, int]:
-    """What an extension runs, and how many workloads: those short of a verdict, or all.
-
-    Only the inconclusive workloads run again when the task's subtasks can
-    be picked out by title (driver/task_subset.py); their new blocks join
-    those of the earlier runs.
-    """
-    short = sorted({a.workload for a in result.actions if a.inconclusive})
-    part = task_subset.subset(task, task_args, short, dest / f"{task.stem}-extension.json")
-    if part is None:
-        return task, task_args, whole
-    return part, {}, len(short)
-
-
 def checked_inputs(args: argparse.Namespace) -> tuple:
     """The door: settings, task, its arguments, the deployments, their commits, whether the
     default task; BenchError (exit 2) on any bad input, before anything is built or started."""
@@ -496,8 +314,9 @@ def main(args: argparse.Namespace) -> int:
     traced = getattr(args, "trace", "on") == "on"
     keystone_evidence.prepare_tracing(deps, run_root, traced)
     evidence = keystone_evidence.Evidence()
-
-    runs: list[TaskRun] = []
+    names = {side: side_name(deps, commits, side) for side in SIDES}
+    profile = getattr(args, "profile", "on") == "on"
+    limits = gate_runs.RunLimits(args.rounds, args.max_time, began, profile)
     outcomes: list = []  # each task run's, for the results store
     with interrupts.sigterm_as_interrupt(), contextlib.ExitStack() as stack:
         for side in deps:  # a failed start's trace key and store too
@@ -509,47 +328,15 @@ def main(args: argparse.Namespace) -> int:
             print(line, flush=True)
         # Every timed request signed (rate 1), whatever KEYSTONE_BENCH_TRACE_RATE says here.
         stack.enter_context(tracing.client_environment(signer, rate=1.0))
-        home, args_for_task, trees = paired_rally(keystones, run_root, stack, task_args)
-        run_dirs = gate_passes.run_dirs(keystones)
-        result = None
-        run_task, run_args, count, per_workload = task, args_for_task, 0, 0.0
-        while True:
-            n = len(runs) + 1
-            started = time.monotonic()
-            part = f" ({count} workloads)" if run_task != task else ""
-            rally_task.progress(f"task run {n}: both sides, paired{part}")
-            profile = getattr(args, "profile", "on") == "on"
-            dest = out_dir / f"run{n}"
-            with keystone_evidence.profiled_sides(trees, out_dir, n, profile) as got:
-                runs.append(
-                    measure(home, rally_task.ENV_NAME, run_task, run_args, dest, trees, outcomes)
-                )
-            evidence.add_run(got, run_dirs, runs[-1].workloads)
-            if n == 1:  # a whole task run's time, per workload
-                per_workload = (time.monotonic() - started) / max(1, len(runs[0].workloads))
-            if len(runs) < args.rounds:
-                continue
-            result = judge_all(runs, keystones, settings, deps, commits)
-            if result.exit_code != pairing.EXIT_INCONCLUSIVE:
-                break
-            run_task, run_args, count = next_run(
-                task, args_for_task, result, len(runs[0].workloads), out_dir / f"run{n + 1}"
-            )
-            left = args.max_time - (time.monotonic() - began)
-            if left < per_workload * count:
-                result.notes.append(
-                    f"not extended: {count} workload(s) again take about "
-                    f"{per_workload * count:.0f} s, {max(left, 0):.0f} s of --max-time "
-                    f"{args.max_time:g} s left"
-                )
-                break
-            what = "another task run" if run_task == task else f"the {count} workloads short"
-            rally_task.progress(f"{result.headline()}; extending with {what}")
-    assert result is not None
+        paired = gate_runs.paired_rally(keystones, run_root, stack, task, task_args)
+        result = gate_runs.run_until_judged(
+            paired, keystones, settings, names, limits, out_dir, evidence, outcomes
+        )
     if traced:
         result.notes.extend(evidence.untraced([a.workload for a in result.actions]))
-    rc = write_reports(result, out_dir, evidence, getattr(args, "max_sql_increase", 0), traced)
-    line = " | ".join(f"{side}: {side_name(deps, commits, side)}" for side in SIDES)
+    tolerance = getattr(args, "max_sql_increase", 0)
+    rc = gate_reports.write_reports(result, out_dir, evidence, tolerance, traced)
+    line = " | ".join(f"{side}: {names[side]}" for side in SIDES)
     summaries = recording.summaries_of_outcomes(outcomes, out_dir, "gate")
     verb_options.record_history(args, "gate", out_dir, deps["candidate"], summaries, line=line)
     print(gate_passes.total_line(began, setup))

@@ -24,9 +24,9 @@ import pytest
 
 from rally_keystone_bench.deploy import tracing
 from rally_keystone_bench.driver import counters as driver_counters
+from rally_keystone_bench.driver import gate_reports
 from rally_keystone_bench.driver.evidence import SIDES, Evidence
 from rally_keystone_bench.report import counters as report_counters
-from rally_keystone_bench.verbs import gate
 from rally_keystone_bench.verdicts import counters, pairing
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "traces"
@@ -129,7 +129,7 @@ def test_the_gate_that_cannot_see_an_added_statement_is_inconclusive_not_passed(
     actions = [pairing.ActionVerdict(w, a, [], same, None, None) for w, a in gate_layout.expected]
     result = pairing.GateResult("A", "B", 10.0, 0.01, 2.0, pairing.Bounds(), actions)
     assert result.exit_code == 0  # latency alone: nothing to say
-    rc = gate.write_reports(result, gate_layout.tmp, gate_layout.evidence, 0, traced=True)
+    rc = gate_reports.write_reports(result, gate_layout.tmp, gate_layout.evidence, 0, traced=True)
     out = capsys.readouterr().out
     assert rc == pairing.EXIT_INCONCLUSIVE, out
     assert result.counters_unknown == [f"{CACHE_OFF}: keystone.validate_token"]

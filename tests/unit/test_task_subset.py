@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import types
 
-from rally_keystone_bench.driver import task_subset, workspace
+from rally_keystone_bench.driver import gate_runs, task_subset, workspace
 from rally_keystone_bench.verbs import gate
 
 ARGS = {
@@ -47,7 +47,7 @@ def test_the_gate_extends_with_the_short_workloads_only(tmp_path):
     verdicts = [types.SimpleNamespace(workload=t, inconclusive=None) for t in titles]
     verdicts[4].inconclusive = verdicts[7].inconclusive = "9 clean blocks, 12 needed"
     result = types.SimpleNamespace(actions=verdicts)
-    run_task, run_args, count = gate.next_run(task, ARGS, result, len(titles), tmp_path)
+    run_task, run_args, count = gate_runs.next_run(task, ARGS, result, len(titles), tmp_path)
     assert count == 2 and run_args == {}
     assert [s["title"] for s in json.loads(run_task.read_text())["subtasks"]] == [
         titles[4],
@@ -55,4 +55,5 @@ def test_the_gate_extends_with_the_short_workloads_only(tmp_path):
     ]
     for v in verdicts:  # every workload short: the whole task again, with its arguments
         v.inconclusive = "too few"
-    assert gate.next_run(task, ARGS, result, len(titles), tmp_path) == (task, ARGS, len(titles))
+    whole = (task, ARGS, len(titles))
+    assert gate_runs.next_run(task, ARGS, result, len(titles), tmp_path) == whole
