@@ -2,8 +2,8 @@
 
 - ``samples.json``: every sample of every worker, as sent;
 - ``locust-report.json``: a Rally JSON report (format 1.2) of the samples
-  after the warm-up, with a ``samples_complete`` criterion that fails when a
-  worker was lost;
+  after the warm-up (report/locust_report.py), with a ``samples_complete``
+  criterion that fails when a worker was lost;
 - ``run.json``: the run's settings, each worker's count of samples and of
   those received, lost workers, and what was left in Keystone (nothing,
   unless the deletion failed).
@@ -17,6 +17,7 @@ from rally_keystone_bench import writer
 from rally_keystone_bench.engines.locust import samples as sm
 from rally_keystone_bench.engines.locust import schedule
 from rally_keystone_bench.engines.locust.custom_args import steps_from
+from rally_keystone_bench.report import locust_report
 
 
 def write(master: Any) -> None:
@@ -90,8 +91,8 @@ def rally_report(
     requests = {s[0] for s in kept}
     failed_requests = {s[0] for s in kept if s[6]}
     sla = [
-        sm.failure_rate_sla(len(failed_requests), len(requests)),
-        sm.complete_sla(master.lost, reported, total),
+        locust_report.failure_rate_sla(len(failed_requests), len(requests)),
+        locust_report.complete_sla(master.lost, reported, total),
     ]
     window = None
     if master.t0 is not None and kept:
@@ -100,9 +101,10 @@ def rally_report(
         window = (min(window[0], begin), window[1])
     # users made, plans sent, every worker's tokens issued: the go is 1 s later
     setup = (master.setup_started, master.t0 - 1.0) if master.t0 and master.setup_started else None
-    return sm.rally_report(
+    return locust_report.rally_report(
         kept,
         scenario=opts.ks_scenario,
+        rally_scenario=sm.SCENARIOS[opts.ks_scenario],
         runner=runner_cfg,
         contexts={"keystone_users": {"users": opts.ks_keystone_users}},
         sla_results=sla,
