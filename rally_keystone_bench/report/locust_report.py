@@ -1,8 +1,11 @@
-"""The Locust engine's Rally JSON report, from its raw samples.
+"""The Locust engine's Rally JSON report, from the raw material its master writes.
 
-Built with the same percentile code as every other report
-(``verdicts.stats.summarize``), and written by the master through
-``writer.py``.
+The master sends raw samples only: ``samples.json`` (every sample, as the
+workers sent them) and ``run.json`` (the run's settings and counts, and
+what only the master knows: the warm-up cut, the start of the load's
+window, the setup's span). ``write`` turns them into ``locust-report.json``
+on the load host, after the master exits, with the same percentile code as
+every other report (``verdicts.stats.summarize``).
 
 A sample is a plain list (samples.json's format, and what msgpack carries
 from a worker to the master, unrounded):
@@ -35,8 +38,10 @@ from __future__ import annotations
 import datetime as dt
 import uuid as uuid_mod
 from collections.abc import Iterable, Mapping, Sequence
+from pathlib import Path
 from typing import Any, NamedTuple
 
+from rally_keystone_bench import writer
 from rally_keystone_bench.verdicts import stats
 
 RUNNER = "locust"  # the runner type the report names
@@ -327,3 +332,49 @@ def _context_result(contexts: Mapping[str, Any] | None, setup: tuple[float, floa
         },
         "cleanup": {"started_at": None, "finished_at": None, "atomic_actions": [], "error": None},
     }
+
+
+def from_run(
+    samples: Sequence[Sequence[Any]],
+    run: Mapping[str, Any],
+    rally_scenario: tuple[str, Mapping[str, Any]],
+) -> dict[str, Any]:
+    """The report of a master's run: SAMPLES (samples.json) after RUN's (run.json) warm-up cut.
+
+    Its criteria: no failed request, and every worker's samples back (a
+    lost worker fails the report).
+    """
+    cut = run.get("warmup_cut")
+    kept = samples if cut is None else [s for s in samples if s[2] >= cut]
+    requests = {s[0] for s in kept}
+    failed_requests = {s[0] for s in kept if s[6]}
+    sla = [
+        failure_rate_sla(len(failed_requests), len(requests)),
+        complete_sla(run["lost"], run["samples_reported"], run["samples_total"]),
+    ]
+    window = None
+    if run.get("load_start") is not None and kept:
+        window = (min(s[3] for s in kept), max(s[4] for s in kept))
+        window = (min(window[0], run["load_start"]), window[1])
+    setup = run.get("setup")
+    return rally_report(
+        kept,
+        scenario=run["scenario"],
+        rally_scenario=rally_scenario,
+        runner=run["runner"],
+        contexts={"keystone_users": {"users": run["keystone_users"]}},
+        sla_results=sla,
+        load_window=window,
+        setup=(setup[0], setup[1]) if setup else None,
+    )
+
+
+def write(
+    path: Path,
+    samples: Sequence[Sequence[Any]],
+    run: Mapping[str, Any],
+    rally_scenario: tuple[str, Mapping[str, Any]],
+) -> Path:
+    """The report of a master's run (``from_run``) written at PATH (locust-report.json)."""
+    writer.write_json(path, from_run(samples, run, rally_scenario), indent=None, newline=False)
+    return path

@@ -3,9 +3,11 @@
 A worker records one sample per request, a plain tuple that msgpack
 carries to the master exactly (floats stay IEEE doubles; nothing is rounded
 or bucketed): ``(request, action, intended, sent, answered, status,
-error)``, laid out in ``report/locust_report.py``, which turns them into
-the Rally JSON report. Here: the atomic action names a sample carries, and
-each ``--scenario``'s Rally scenario and arguments, which the report names.
+error)``, laid out in ``report/locust_report.py``, which reads them. The
+master writes them raw (``samples.json``); the Rally JSON report is
+report/'s, built on the load host after the master exits (``engine.py``).
+Here: the atomic action names a sample carries, and each ``--scenario``'s
+Rally scenario and arguments, which the report names.
 """
 
 from __future__ import annotations
