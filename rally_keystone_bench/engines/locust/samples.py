@@ -12,7 +12,6 @@ Rally scenario and arguments, which the report names.
 
 from __future__ import annotations
 
-import math
 from typing import Any
 
 ISSUE = "keystone.issue_token"
@@ -41,7 +40,3 @@ def issue_catalog(scenario: str) -> bool:
     KeystoneTokens.lifecycle issues with TokenClient's default.
     """
     return bool(SCENARIOS[scenario][1].get("include_catalog", True))
-
-
-def finite(value: float) -> bool:
-    return isinstance(value, float | int) and math.isfinite(value)
