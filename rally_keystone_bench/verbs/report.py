@@ -1,15 +1,23 @@
-"""``keystone-bench report RESULT.json|TASK_UUID [--out DIR]``: summary.html and .json."""
+"""``keystone-bench report RESULT.json|TASK_UUID [--out DIR]``: summary.html and .json.
+
+A Locust report not built yet (``DIR/locust-report.json`` beside the
+``samples.json`` and ``run.json`` of a master started by hand) is built
+first, as ``load`` builds it after its master.
+"""
 
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
 
 from rally_keystone_bench.driver import reports
+from rally_keystone_bench.engines.locust import engine as locust_engine
 from rally_keystone_bench.report import render
 from rally_keystone_bench.report.render import ms
 
 
 def main(args: argparse.Namespace) -> int:
+    locust_engine.ensure_report(Path(args.result))
     workloads = reports.load_any(args.result)
     out_dir = args.out or render.default_out_dir(args.result)
     html = render.write_summary(workloads, out_dir, args.result).html

@@ -187,10 +187,14 @@ ROOM_MAY_USE = {
         "writer",
         "",
     ),
+    # load engines beyond Rally: they drive load as driver/ does, and like it call
+    # report/ for what they write (the Locust report, built from the master's raw
+    # samples on the load host); never the driver, a verb or the CLI
     "engines": (
         "engines",
         "clients",
         "verdicts",
+        "report",
         "errors",
         "writer",
         "",

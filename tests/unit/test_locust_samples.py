@@ -1,4 +1,4 @@
-"""Samples of the Locust engine -> a Rally JSON report that Rally and results.py read."""
+"""Samples of the Locust engine -> a Rally JSON report (report/) that Rally and results.py read."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 from rally_keystone_bench.engines.locust import samples as sm
+from rally_keystone_bench.report import locust_report
 from rally_keystone_bench.verdicts import results
 
 T0 = 1_800_000_000.0
@@ -46,11 +47,13 @@ def lifecycle_samples() -> list[tuple]:
 
 
 def report_of(samples, **kw):
-    return sm.rally_report(
+    scenario = kw.pop("scenario", "validate")
+    return locust_report.rally_report(
         samples,
-        scenario=kw.pop("scenario", "validate"),
+        scenario=scenario,
+        rally_scenario=sm.SCENARIOS[scenario],
         runner={"rps": 50, "times": 51, "workers": 2},
-        sla_results=[sm.failure_rate_sla(1, 51), sm.complete_sla([], 51, 51)],
+        sla_results=[locust_report.failure_rate_sla(1, 51), locust_report.complete_sla([], 51, 51)],
         **kw,
     )
 

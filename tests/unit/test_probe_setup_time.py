@@ -6,6 +6,7 @@ import pytest
 
 from rally_keystone_bench.engines.locust import samples
 from rally_keystone_bench.report import capacity as capacity_report
+from rally_keystone_bench.report import locust_report
 from rally_keystone_bench.verdicts import results
 from rally_keystone_bench.verdicts.capacity import OK, Probe
 
@@ -28,12 +29,15 @@ def test_contexts_set_up_in_turn_count_from_the_first_start_to_the_last_end():
 
 
 def test_a_locust_report_carries_the_setup_of_its_users_and_tokens():
-    report = samples.rally_report(
-        [], scenario="validate", runner={"rps": 5}, setup=(1000.0, 1004.25)
+    validate = samples.SCENARIOS["validate"]
+    report = locust_report.rally_report(
+        [], scenario="validate", rally_scenario=validate, runner={"rps": 5}, setup=(1000.0, 1004.25)
     )
     (wl,) = results.from_report(report, "locust")
     assert wl.setup_duration == 4.25
-    without = samples.rally_report([], scenario="validate", runner={"rps": 5})
+    without = locust_report.rally_report(
+        [], scenario="validate", rally_scenario=validate, runner={"rps": 5}
+    )
     assert results.from_report(without, "locust")[0].setup_duration is None
 
 

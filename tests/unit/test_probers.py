@@ -40,7 +40,7 @@ def report_json(failed_every: int = 0) -> str:
 
 
 def fake_locust(monkeypatch, seen: list, failed_every: int = 0, interrupt: bool = False, **meta):
-    """engine.run_load writing what a Locust master writes (run.json, report, samples)."""
+    """engine.run_load leaving what it leaves (run.json's figures, the samples, the report)."""
 
     def run_load(s, credential, out_dir, say=None, run_id=None, sampling=None):
         seen.append((s, out_dir))

@@ -7,7 +7,10 @@ their own processes (``locust -f locustfile.py --master --headless`` and
 ``expect_workers`` counts them. Every process started here is stopped here.
 With a ``sampling`` (driver/machine.sampling, passed by the verb), this host's
 machine is sampled while the master runs: the record of the load's window
-(verdicts/machine.py) that ``run`` keeps too.
+(verdicts/machine.py) that ``run`` keeps too. The master writes the raw
+material (``samples.json``, ``run.json``); once it exited, its Rally JSON
+report, ``locust-report.json``, is built here, beside them
+(report/locust_report.py), before anyone reads it.
 """
 
 from __future__ import annotations
@@ -33,6 +36,7 @@ from rally_keystone_bench.clients import credentials
 from rally_keystone_bench.engines.locust import schedule, setup
 from rally_keystone_bench.engines.locust.samples import SCENARIOS
 from rally_keystone_bench.errors import BenchError
+from rally_keystone_bench.report import locust_report
 
 # default users: enough for 1 s of latency at the rate (a busy Keystone's issue
 # took seconds; with too few connections every send goes out late)
@@ -40,6 +44,7 @@ CONNECTIONS_PER_RPS = 1.0
 MIN_DEFAULT_USERS = 10
 MAX_DEFAULT_USERS = 1000
 _JOINED_RE = re.compile(r"(\d+) workers connected")
+REPORT = "locust-report.json"  # built here from the master's samples.json and run.json
 
 
 def locustfile_path() -> Path:
@@ -315,7 +320,7 @@ def run_load(
     """
     check_load(s)
     out_dir.mkdir(parents=True, exist_ok=True)
-    for name in ("run.json", "locust-report.json", "samples.json"):
+    for name in ("run.json", REPORT, "samples.json"):
         (out_dir / name).unlink(missing_ok=True)
     host, port = s.master_host, s.master_port
     if master_prefix is None:
@@ -410,12 +415,30 @@ def _stop_interrupted(
 
 
 def _result(out_dir: Path, elapsed: float, logs: list[Path], sampler: Any = None) -> LoadResult:
-    """The run the master wrote in OUT_DIR (run.json, the report, the samples)."""
+    """The run the master wrote in OUT_DIR (run.json, the samples), and its report built here."""
+    report = write_report(out_dir)
     meta = json.loads((out_dir / "run.json").read_text())
-    return LoadResult(
-        out_dir / "locust-report.json", out_dir / "samples.json", meta, out_dir, elapsed, logs,
-        sampler,
-    )  # fmt: skip
+    return LoadResult(report, out_dir / "samples.json", meta, out_dir, elapsed, logs, sampler)
+
+
+def write_report(out_dir: Path) -> Path:
+    """OUT_DIR/locust-report.json, from the samples.json and run.json a master wrote there."""
+    meta = json.loads((out_dir / "run.json").read_text())
+    samples = json.loads((out_dir / "samples.json").read_text())
+    rally_scenario = SCENARIOS[meta["scenario"]]
+    return locust_report.write(out_dir / REPORT, samples, meta, rally_scenario)
+
+
+def ensure_report(path: Path) -> None:
+    """Build the Locust report at PATH when it is not there yet but its master's files are.
+
+    A master started by hand (``locust -f ... --master --ks-out DIR``) leaves
+    DIR/samples.json and DIR/run.json; ``keystone-bench report
+    DIR/locust-report.json`` builds the report there first, as ``load`` does.
+    """
+    done = path.parent / "run.json"
+    if path.name == REPORT and not path.exists() and done.exists():
+        write_report(path.parent)
 
 
 def _no_result(master_log: str, s: LoadSettings, where: str) -> BenchError:

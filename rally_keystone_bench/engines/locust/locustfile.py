@@ -2,7 +2,7 @@
 
 Run it the way Locust users expect::
 
-    # master (this host): prepares users, waits for 2 workers, writes the report
+    # master (this host): prepares users, waits for 2 workers, writes the samples
     OS_AUTH_URL=... OS_USERNAME=admin OS_PASSWORD=... OS_PROJECT_NAME=admin \\
     locust -f $(keystone-bench load --locustfile) --master --headless \\
         --expect-workers 2 -u 16 -r 16 \\
@@ -20,9 +20,12 @@ the earlier answers did; a request that finds every user of its worker busy
 goes out late and keeps its intended start. Each user holds one kept-alive
 connection and sends through TokenClient, one timed request per action.
 Every request's sample (intended start, send, answer, status) goes back to
-the master unrounded (custom messages); the master writes ``samples.json``,
-``locust-report.json`` (a Rally JSON report of the samples after the warm-up)
-and ``run.json`` (what each holds: master_files.py).
+the master unrounded (custom messages); the master writes the raw material,
+``samples.json`` and ``run.json`` (what each holds: master_files.py). The
+Rally JSON report of the samples after the warm-up, ``locust-report.json``,
+is built from them after the master exits, by report/locust_report.py:
+``keystone-bench load`` does it on its own, and ``keystone-bench report
+OUT/locust-report.json`` after a master started by hand.
 
 Users, projects and tokens are made on the master with the admin client
 (OS_* variables), before the load, and deleted after it, on every path.

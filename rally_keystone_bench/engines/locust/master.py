@@ -2,7 +2,7 @@
 
 Users and projects are made with the admin client (OS_* variables) before
 the load and deleted after it, on every path. What the master writes at the
-end is master_files.py's.
+end (the raw samples and run.json, not the report) is master_files.py's.
 """
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ def _node_ids(runner: MasterRunner) -> list[str]:
 
 
 class Master:
-    """Prepares Keystone, hands out the plan, collects samples, writes the report."""
+    """Prepares Keystone, hands out the plan, collects samples, writes them raw."""
 
     def __init__(self, env: Any) -> None:
         self.env = env

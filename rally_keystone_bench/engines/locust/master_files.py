@@ -1,12 +1,17 @@
-"""What the Locust master writes when the load ends: samples.json, locust-report.json, run.json.
+"""What the Locust master writes when the load ends: the raw material, samples.json and run.json.
 
-- ``samples.json``: every sample of every worker, as sent;
-- ``locust-report.json``: a Rally JSON report (format 1.2) of the samples
-  after the warm-up, with a ``samples_complete`` criterion that fails when a
-  worker was lost;
+- ``samples.json``: every sample of every worker, as sent (in order of
+  intended start);
 - ``run.json``: the run's settings, each worker's count of samples and of
-  those received, lost workers, and what was left in Keystone (nothing,
-  unless the deletion failed).
+  those received, lost workers, what was left in Keystone (nothing, unless
+  the deletion failed), and what the report needs that only the master
+  knows: the warm-up cut, the start of the load's window, the span of the
+  setup (users made, plans sent, tokens issued).
+
+The Rally JSON report (``locust-report.json``) is not the master's: the
+load host builds it from these two files after the master exits
+(``engine.py``, with report/locust_report.py). run.json is written last:
+when it exists, the master is done.
 """
 
 from __future__ import annotations
@@ -14,29 +19,25 @@ from __future__ import annotations
 from typing import Any
 
 from rally_keystone_bench import writer
-from rally_keystone_bench.engines.locust import samples as sm
 from rally_keystone_bench.engines.locust import schedule
 from rally_keystone_bench.engines.locust.custom_args import steps_from
 
 
 def write(master: Any) -> None:
-    """MASTER's (a ``master.Master``) three files, into its ``--ks-out`` directory."""
+    """MASTER's (a ``master.Master``) two files, into its ``--ks-out`` directory."""
     opts = master.opts
     master.out.mkdir(parents=True, exist_ok=True)
     everything = [s for node in master.workers for s in master.received.get(node, [])]
     everything.sort(key=lambda s: s[2])
     writer.write_json(master.out / "samples.json", everything, indent=None, newline=False)
-    kept = everything
+    kept, cut = everything, None
     if master.t0 is not None and opts.ks_warmup and not opts.ks_steps:
-        begin = master.t0 + opts.ks_warmup - 0.5 / opts.ks_rate  # half a spacing: rounding
-        kept = [s for s in everything if s[2] >= begin]
+        cut = master.t0 + opts.ks_warmup - 0.5 / opts.ks_rate  # half a spacing: rounding
+        kept = [s for s in everything if s[2] >= cut]
     reported = sum(int(d.get("count", 0)) for d in master.done.values())
-    runner_cfg = runner_config(opts, len(master.workers))
-    report = rally_report(master, kept, runner_cfg, reported, len(everything))
-    writer.write_json(master.out / "locust-report.json", report, indent=None, newline=False)
     meta = {
         "scenario": opts.ks_scenario,
-        "runner": runner_cfg,
+        "runner": runner_config(opts, len(master.workers)),
         "t0": master.t0,
         "workers": per_worker(master),
         "lost": master.lost,
@@ -48,6 +49,7 @@ def write(master: Any) -> None:
         "admin_retries": master.admin.stats.describe() if master.admin else None,
         "error": master.error,
         "interrupted": master.interrupted,
+        **report_inputs(master, cut),
     }
     writer.write_json(master.out / "run.json", meta, indent=1)  # last: the master is done
 
@@ -82,30 +84,21 @@ def per_worker(master: Any) -> dict[str, dict[str, Any]]:
     }
 
 
-def rally_report(
-    master: Any, kept: list, runner_cfg: dict[str, Any], reported: int, total: int
-) -> dict[str, Any]:
-    """The Rally JSON report of the KEPT samples, with the samples_complete criterion."""
-    opts = master.opts
-    requests = {s[0] for s in kept}
-    failed_requests = {s[0] for s in kept if s[6]}
-    sla = [
-        sm.failure_rate_sla(len(failed_requests), len(requests)),
-        sm.complete_sla(master.lost, reported, total),
-    ]
-    window = None
-    if master.t0 is not None and kept:
-        begin = master.t0 + (opts.ks_warmup if not opts.ks_steps else 0.0)
-        window = (min(s[3] for s in kept), max(s[4] for s in kept))
-        window = (min(window[0], begin), window[1])
-    # users made, plans sent, every worker's tokens issued: the go is 1 s later
-    setup = (master.setup_started, master.t0 - 1.0) if master.t0 and master.setup_started else None
-    return sm.rally_report(
-        kept,
-        scenario=opts.ks_scenario,
-        runner=runner_cfg,
-        contexts={"keystone_users": {"users": opts.ks_keystone_users}},
-        sla_results=sla,
-        load_window=window,
-        setup=setup,
-    )
+def report_inputs(master: Any, cut: float | None) -> dict[str, Any]:
+    """What the report needs that only the master knows (report/locust_report.from_run).
+
+    ``warmup_cut``: the first intended start the report keeps (CUT; None: every
+    sample); ``load_start``: the start of the load's window, after the warm-up
+    (None when the load never started); ``setup``: [start, end] of making the
+    users, sending the plans and issuing every worker's tokens (the go is 1 s
+    later), or None; ``keystone_users``: the users made, as the report's context.
+    """
+    opts, t0 = master.opts, master.t0
+    start = t0 + (opts.ks_warmup if not opts.ks_steps else 0.0) if t0 is not None else None
+    setup = [master.setup_started, t0 - 1.0] if t0 and master.setup_started else None
+    return {
+        "keystone_users": opts.ks_keystone_users,
+        "warmup_cut": cut,
+        "load_start": start,
+        "setup": setup,
+    }

@@ -29,6 +29,7 @@ from rally_keystone_bench import writer
 from rally_keystone_bench.engines.locust import engine, schedule, setup
 from rally_keystone_bench.engines.locust import samples as sm
 from rally_keystone_bench.errors import BenchError
+from rally_keystone_bench.report import locust_report
 from rally_keystone_bench.verdicts import capacity, machine, probe_verdict, results
 from rally_keystone_bench.verdicts.capacity import fmt
 from rally_keystone_bench.verdicts.probing import LoadRun
@@ -154,9 +155,10 @@ class LocustProber:
                 begin += s.warmup
             half = 0.5 / rate
             mine = [x for x in everything if t_zero + begin - half <= x[2] < t_zero + end - half]
-            report = sm.rally_report(
+            report = locust_report.rally_report(
                 mine,
                 scenario=s.scenario,
+                rally_scenario=sm.SCENARIOS[s.scenario],
                 runner={"rps": rate, "workers": s.locust_workers, "users": users, "ramp": True},
                 sla_results=[],
             )
