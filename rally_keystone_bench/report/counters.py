@@ -54,11 +54,14 @@ def with_evidence(
     went: Sequence,
     other: str,
 ) -> str:
-    """VERDICT (compare's or gate's text) with Keystone's evidence: counts that changed
-    before it (they are exact), unchanged ones after it, then py-spy's functions whose
-    self time rose most (candidate minus OTHER, the base or the baseline)."""
+    """VERDICT (compare's or gate's text) with Keystone's evidence: the counts before it
+    when one changed (they are exact), else after it (unchanged or unknown), then
+    py-spy's functions whose self time rose most (candidate minus OTHER, the base or
+    the baseline)."""
     counts = format_changes(changes, latency_changed)
-    moved = any(c.changed or c.unknown for c in changes)
+    # An unknown count is no evidence of a change: it follows the verdict, whose
+    # headline says what it means (INCONCLUSIVE, or a regression found anyway).
+    moved = any(c.changed for c in changes)
     lines = [*(counts if moved else []), verdict, *(counts if not moved else [])]
     if went:
         lines.append(
