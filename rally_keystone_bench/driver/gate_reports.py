@@ -33,6 +33,7 @@ def write_reports(
     expected = [(a.workload, a.action) for a in result.actions] if traced else []
     changes = evidence.counter_changes(tolerance, expected)
     result.counters_unknown = [c.key for c in changes if c.unknown and c.counter == SQL]
+    result.counters_failed = [c.rise for c in changes if c.failed]
     text = gate_report.format_text(result)
     went = evidence.where_time_went()
     moved = latency_moved(result)

@@ -40,6 +40,7 @@ def main(args: argparse.Namespace) -> int:
     )  # fmt: skip
     changes = counter_changes(args.base, args.candidate, base, cand)
     result.counters_unknown = [c.key for c in changes if c.unknown and c.counter == counters.SQL]
+    result.counters_failed = [c.rise for c in changes if c.failed]
     went = where_time_went(args.base, args.candidate)
     text = compare_report.format_text(result)
     moved = latency_moved(result)

@@ -123,9 +123,11 @@ class CompareResult:
     machines: dict[str, machine.MachineState | None] = dataclasses.field(default_factory=dict)
     deployments: dict[str, str | None] = dataclasses.field(default_factory=dict)
     inconclusive: str | None = None  # why no verdict can be drawn from these two runs
-    # "workload: action (why)" of each SQL count a traced pair has no (or too few)
+    # "workload: action" of each SQL count a traced pair has no (or too few)
     # traced requests of: unknown, so compare cannot say "no regression" for it
     counters_unknown: list[str] = dataclasses.field(default_factory=list)
+    # "workload: action (SQL statements)" of each exact count that rose: a regression
+    counters_failed: list[str] = dataclasses.field(default_factory=list)
 
     @property
     def regressions(self) -> list[tuple[WorkloadComparison, Comparison]]:
@@ -135,7 +137,7 @@ class CompareResult:
     def exit_code(self) -> int:
         if self.inconclusive:
             return EXIT_INCONCLUSIVE
-        if self.regressions:
+        if self.regressions or self.counters_failed:
             return 1
         return EXIT_INCONCLUSIVE if self.counters_unknown else 0
 
@@ -143,7 +145,7 @@ class CompareResult:
         """One line of what to do when no verdict could be drawn, or None."""
         if self.inconclusive:
             return ADVICE
-        if self.counters_unknown and not self.regressions:
+        if self.counters_unknown and not (self.regressions or self.counters_failed):
             return (
                 "a run traced too few of a workload's requests, so a SQL statement added there "
                 "would pass unseen: run both again with every timed request traced "
@@ -196,6 +198,8 @@ class CompareResult:
             if len(regs) == 1:
                 return f"REGRESSION ({rules}): {c.name} {c.verdict} in {w.scenario} {w.runner}"
             return f"REGRESSION ({rules}): {len(regs)} of {total} actions slower; {worst}"
+        if self.counters_failed:
+            return counters_headline(rules, self.counters_failed)
         if self.counters_unknown:
             first, more = self.counters_unknown[0], len(self.counters_unknown) - 1
             return (
@@ -223,11 +227,21 @@ class CompareResult:
             "inconclusive": self.inconclusive,
             "advice": self.advice(),
             "counters_unknown": self.counters_unknown,
+            "counters_failed": self.counters_failed,
             "family": {"tests": self.tests, "correction": "holm",
                        "rule": family.describe(self.alpha, self.tests)},
             "machines": {side: (m.as_dict() if m else None) for side, m in self.machines.items()},
             "deployments": self.deployments,
         }  # fmt: skip
+
+
+def counters_headline(rules: str, failed: Sequence[str]) -> str:
+    """The headline of a verdict whose latency found nothing but whose counts rose."""
+    more = f" (and {len(failed) - 1} more)" if len(failed) > 1 else ""
+    return (
+        f"REGRESSION ({rules}): Keystone does more per request, exactly counted: "
+        f"{failed[0]}{more}; latency: no regression measured"
+    )
 
 
 def verdict_fields(v: Any) -> dict[str, Any]:
@@ -239,7 +253,7 @@ def verdict_fields(v: Any) -> dict[str, Any]:
         "alpha": v.alpha,
         "max_failure_increase_points": v.max_failure_increase,
         "verdict": v.headline(),
-        "regression": bool(v.regressions),
+        "regression": bool(v.regressions or v.counters_failed),
         "exit_code": v.exit_code,
     }
 

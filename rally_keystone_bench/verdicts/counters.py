@@ -315,6 +315,11 @@ class CounterChange:
         return self.judged and self.counter in FAILING and self.delta > self.tolerance
 
     @property
+    def rise(self) -> str:
+        """``WORKLOAD: ACTION 61 -> 67 SQL statements``: what a verdict's headline names."""
+        return f"{self.key} {self.before} -> {self.after} {self.counter}"
+
+    @property
     def changed(self) -> bool:
         return self.judged and abs(self.delta) > self.tolerance
 

@@ -39,7 +39,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from rally_keystone_bench.verdicts import family, stats
-from rally_keystone_bench.verdicts.compare import verdict_fields
+from rally_keystone_bench.verdicts.compare import counters_headline, verdict_fields
 
 MIN_CLEAN_BLOCKS = 8
 MIN_PAIRS_PER_BLOCK = 1
@@ -403,6 +403,9 @@ class GateResult:
     # "workload: action" of each SQL count a side traced no (or too few) request of:
     # unknown, so the gate cannot say "no regression" for it
     counters_unknown: list[str] = dataclasses.field(default_factory=list)
+    # "workload: action (SQL statements)" of each exact count that rose beyond the
+    # tolerance: a regression whatever the latency said (no noise to wait out)
+    counters_failed: list[str] = dataclasses.field(default_factory=list)
 
     @property
     def regressions(self) -> list[ActionVerdict]:
@@ -414,7 +417,7 @@ class GateResult:
 
     @property
     def exit_code(self) -> int:
-        if self.regressions:
+        if self.regressions or self.counters_failed:
             return 1
         if self.inconclusive or not self.actions or self.counters_unknown:
             return EXIT_INCONCLUSIVE
@@ -424,7 +427,7 @@ class GateResult:
     def only_counts_unknown(self) -> bool:
         """Inconclusive for no other reason than an unknown SQL count: latency was judged."""
         judged = bool(self.actions) and not self.regressions and not self.inconclusive
-        return judged and bool(self.counters_unknown)
+        return judged and not self.counters_failed and bool(self.counters_unknown)
 
     def headline(self) -> str:
         """The verdict in one line, before any number."""
@@ -441,6 +444,8 @@ class GateResult:
             )
             more = f" (and {len(regs) - 1} more)" if len(regs) > 1 else ""
             return f"REGRESSION ({rules}): {worst.action} {worst.verdict} in {worst.workload}{more}"
+        if self.counters_failed:
+            return counters_headline(rules, self.counters_failed)
         if self.only_counts_unknown:
             first, more = self.counters_unknown[0], len(self.counters_unknown) - 1
             return (
@@ -502,4 +507,5 @@ class GateResult:
             "actions": [a.as_dict() for a in self.actions],
             "notes": self.notes,
             "counters_unknown": self.counters_unknown,
+            "counters_failed": self.counters_failed,
         }

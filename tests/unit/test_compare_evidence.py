@@ -80,6 +80,10 @@ def test_a_counter_rise_comes_first_and_the_profile_names_the_added_time(tmp_pat
     assert out[0].startswith(f"COUNTER REGRESSION: {FIRST}: keystone.issue_token 9 -> 10 SQL")
     # same report both sides: no latency change, so the rise is a finding
     assert out[1].strip().startswith(f"finding: {FIRST}: keystone.issue_token does 1 more")
+    # and the verdict says what the exit code says (it once said "no regression")
+    verdict = next(line for line in out if line.startswith(("REGRESSION", "no regression")))
+    assert verdict.startswith("REGRESSION (")
+    assert f"{FIRST}: keystone.issue_token 9 -> 10 SQL statements" in verdict
     at = out.index(
         "where the time went (py-spy, self time per request Keystone served, candidate - base):"
     )

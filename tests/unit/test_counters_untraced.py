@@ -154,3 +154,31 @@ def test_traced_on_both_sides_the_added_statement_fails_that_workload_only(gate_
     assert failed.workload == CACHE_OFF and (failed.before, failed.after) == (0, 1)
     assert failed.sentence().endswith("(+1: SELECT ... FROM assignment)")
     assert not [c for c in changes if c.unknown]
+
+
+def test_a_count_that_rose_is_a_regression_in_every_output_not_only_the_exit_code(
+    gate_layout, capsys
+):
+    """Latency unchanged, one SQL statement more on one path: the process exits 1, and
+    the headline, gate.json and the advice say so too (they once said "no regression",
+    exit_code 0, or "not a failure of the change" beside exit 1)."""
+    evidence = gate_layout.evidence
+    records = [json.loads(line) for line in (FIXTURES / f"{STEM}.jsonl").read_text().splitlines()]
+    own = {c.base_id for w, c in evidence.records["candidate"] if w == CACHE_OFF}
+    evidence.records["baseline"] += [
+        (CACHE_OFF, c) for c in counters.request_costs([r for r in records if r["base_id"] in own])
+    ]
+    same = pairing.Judgement("latency", 12, 1.0, 0.98, 1.02, 0.9, 0.05, 0.05, "same", False)
+    actions = [pairing.ActionVerdict(w, a, [], same, None, None) for w, a in gate_layout.expected]
+    result = pairing.GateResult("A", "B", 10.0, 0.01, 2.0, pairing.Bounds(), actions)
+    rc = gate_reports.write_reports(result, gate_layout.tmp, evidence, 0, traced=True)
+    out = capsys.readouterr().out.splitlines()
+    rise = f"{CACHE_OFF}: keystone.validate_token 0 -> 1 SQL statements"
+    assert rc == 1 and result.exit_code == 1 and result.counters_failed == [rise]
+    assert out[0].startswith(f"COUNTER REGRESSION: {CACHE_OFF}: keystone.validate_token 0 -> 1")
+    verdict = next(line for line in out if line.startswith(("REGRESSION", "no regression")))
+    assert verdict.startswith("REGRESSION (") and rise in verdict, verdict
+    assert result.advice() is None
+    doc = json.loads((gate_layout.tmp / "gate.json").read_text())
+    assert doc["exit_code"] == 1 and doc["regression"] is True
+    assert doc["counters_failed"] == [rise] and doc["verdict"] == verdict
