@@ -14,12 +14,12 @@ from rally_keystone_bench.driver import reports
 from rally_keystone_bench.report import compare as compare_report
 from rally_keystone_bench.report import counters as report_counters
 from rally_keystone_bench.verbs import options
-from rally_keystone_bench.verdicts import compare, counters, profiles
+from rally_keystone_bench.verdicts import compare, counters, profiles, verdict_head
 
 
 def main(args: argparse.Namespace) -> int:
     """0 no regression, 1 regression, 2 bad input."""
-    compare.check_rules(args.threshold, args.alpha, args.max_failure_increase)
+    verdict_head.check_rules(args.threshold, args.alpha, args.max_failure_increase)
     for flag, path in (("--json", args.json), ("--html", args.html), ("--junit", args.junit)):
         if path:
             compare_report.check_writable(path, flag)

@@ -53,7 +53,7 @@ from rally_keystone_bench.verbs.gate_options import (  # noqa: F401  (the CLI's)
     add_arguments,
     add_counter_options,
 )
-from rally_keystone_bench.verdicts import compare, family, pairing
+from rally_keystone_bench.verdicts import family, pairing, verdict_head
 from rally_keystone_bench.verdicts.blocks import SAMPLE_SECONDS, SIDES, GateSettings
 
 # The default task: a cloud's token paths; with it both sides run memcached
@@ -232,7 +232,7 @@ def side_name(deps: dict[str, Deployment], commits: dict[str, str], side: str) -
 
 def check_settings(args: argparse.Namespace) -> GateSettings:
     """The judging's settings from ARGS; BenchError (exit 2) on what the parser's types let by."""
-    compare.check_rules(args.threshold, args.alpha, args.max_failure_increase)
+    verdict_head.check_rules(args.threshold, args.alpha, args.max_failure_increase)
     if getattr(args, "max_sql_increase", 0) < 0:
         raise BenchError(f"--max-sql-increase must be 0 or more, not {args.max_sql_increase}")
     if args.block_seconds < 2 * SAMPLE_SECONDS:

@@ -28,6 +28,11 @@ import numpy as np
 from rally_keystone_bench.errors import BenchError
 from rally_keystone_bench.verdicts import failures, family, machine, stats
 from rally_keystone_bench.verdicts.results import TOTAL, ActionSamples, Workload, redact
+from rally_keystone_bench.verdicts.verdict_head import (
+    counters_headline,
+    unknown_headline,
+    verdict_fields,
+)
 
 MIN_SAMPLES = 5
 THROUGHPUT = "throughput"
@@ -201,11 +206,7 @@ class CompareResult:
         if self.counters_failed:
             return counters_headline(rules, self.counters_failed)
         if self.counters_unknown:
-            first, more = self.counters_unknown[0], len(self.counters_unknown) - 1
-            return (
-                f"INCONCLUSIVE ({rules}): no latency regression, but Keystone's SQL count "
-                f"is unknown for {first}{f' (and {more} more)' if more else ''}"
-            )
+            return unknown_headline(rules, self.counters_unknown)
         return f"no regression ({rules})"
 
     def as_dict(self) -> dict[str, Any]:
@@ -233,29 +234,6 @@ class CompareResult:
             "machines": {side: (m.as_dict() if m else None) for side, m in self.machines.items()},
             "deployments": self.deployments,
         }  # fmt: skip
-
-
-def counters_headline(rules: str, failed: Sequence[str]) -> str:
-    """The headline of a verdict whose latency found nothing but whose counts rose."""
-    more = f" (and {len(failed) - 1} more)" if len(failed) > 1 else ""
-    return (
-        f"REGRESSION ({rules}): Keystone does more per request, exactly counted: "
-        f"{failed[0]}{more}; latency: no regression measured"
-    )
-
-
-def verdict_fields(v: Any) -> dict[str, Any]:
-    """The head of a verdict's JSON, the same for compare and gate: inputs, rules, outcome."""
-    return {
-        "base": v.base,
-        "candidate": v.candidate,
-        "threshold_percent": v.threshold,
-        "alpha": v.alpha,
-        "max_failure_increase_points": v.max_failure_increase,
-        "verdict": v.headline(),
-        "regression": bool(v.regressions or v.counters_failed),
-        "exit_code": v.exit_code,
-    }
 
 
 def _finite(v: Any) -> Any:
@@ -536,21 +514,3 @@ def why_inconclusive(
     if base and cand and base != cand:
         return f"the runs differ in deployment ({base} | {cand})"
     return None
-
-
-def p_text(p: float) -> str:
-    if not math.isfinite(p):
-        return ""
-    return "p<1e-15" if p < 1e-15 else f"p={p:.2g}"
-
-
-def check_rules(threshold: float, alpha: float, max_failure_increase: float) -> None:
-    """BenchError unless the verdict's rules are numbers in range (NaN is not)."""
-    if not 0.0 < alpha < 1.0:
-        raise BenchError(f"--alpha must be between 0 and 1, not {alpha}")
-    if not 0.0 <= threshold < math.inf:
-        raise BenchError(f"--threshold must be a percent of 0 or more, not {threshold}")
-    if not 0.0 <= max_failure_increase <= 100.0:
-        raise BenchError(
-            f"--max-failure-increase must be 0 to 100 percentage points, not {max_failure_increase}"
-        )

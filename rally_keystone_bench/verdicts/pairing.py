@@ -39,7 +39,11 @@ from collections.abc import Sequence
 from typing import Any
 
 from rally_keystone_bench.verdicts import family, stats
-from rally_keystone_bench.verdicts.compare import counters_headline, verdict_fields
+from rally_keystone_bench.verdicts.verdict_head import (
+    counters_headline,
+    unknown_headline,
+    verdict_fields,
+)
 
 MIN_CLEAN_BLOCKS = 8
 MIN_PAIRS_PER_BLOCK = 1
@@ -447,11 +451,7 @@ class GateResult:
         if self.counters_failed:
             return counters_headline(rules, self.counters_failed)
         if self.only_counts_unknown:
-            first, more = self.counters_unknown[0], len(self.counters_unknown) - 1
-            return (
-                f"INCONCLUSIVE ({rules}): no latency regression, but Keystone's SQL count "
-                f"is unknown for {first}{f' (and {more} more)' if more else ''}"
-            )
+            return unknown_headline(rules, self.counters_unknown)
         if self.exit_code == EXIT_INCONCLUSIVE:
             first = self.inconclusive[0] if self.inconclusive else None
             why = "no pairs"
