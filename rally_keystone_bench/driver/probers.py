@@ -29,7 +29,14 @@ from rally_keystone_bench.driver.outcome import TaskOutcome
 from rally_keystone_bench.driver.probe_evidence import ProbeEvidence
 from rally_keystone_bench.driver.rally import RallyHome, last_line
 from rally_keystone_bench.errors import BenchError
-from rally_keystone_bench.verdicts import capacity, keystone_side, machine, probe_verdict, results
+from rally_keystone_bench.verdicts import (
+    capacity,
+    keystone_side,
+    machine,
+    probe_verdict,
+    ramps,
+    results,
+)
 from rally_keystone_bench.verdicts.capacity import fmt
 from rally_keystone_bench.verdicts.probing import LoadRun
 
@@ -154,7 +161,7 @@ class RallyProber:
         # the search's plan: "probe k of about M" reads it; the search grows it
         self.plan = plan or capacity.Plan(capacity.estimated_probes(settings))
         self.count = 0
-        self.done: list[capacity.Probe] = []
+        self.done: list[probe_verdict.Probe] = []
         self.tasks: list[TaskOutcome] = []  # each run's task, for say_left_behind
 
     def verdict_so_far(self) -> str:
@@ -230,7 +237,7 @@ class RallyProber:
 
     def _judge_side(
         self,
-        probe: capacity.Probe,
+        probe: probe_verdict.Probe,
         span: tuple[float, float],
         requests: list,
         sampler: procstat.Sampler | None,
@@ -246,15 +253,15 @@ class RallyProber:
             if self.reference_rate is None or probe.rps < self.reference_rate:
                 self.reference, self.reference_rate = side, probe.rps
 
-    def _record(self, probe: capacity.Probe) -> None:
+    def _record(self, probe: probe_verdict.Probe) -> None:
         self.done.append(probe)
 
-    def __call__(self, rps: float, role: str) -> capacity.Probe:
+    def __call__(self, rps: float, role: str) -> probe_verdict.Probe:
         s = self.settings
         self.count += 1
         k = self.count
         about = max(self.plan.about, k)
-        probe = capacity.Probe(
+        probe = probe_verdict.Probe(
             k, role, rps, planned=s.times(rps), max_concurrency=s.max_concurrency(rps)
         )
         elapsed = elapsed_text(time.monotonic() - self.started)
@@ -289,7 +296,7 @@ class RallyProber:
         say_machine(self.say, probe.machine)
         return probe
 
-    def ramp(self, rates: list[float]) -> list[capacity.Probe]:
+    def ramp(self, rates: list[float]) -> list[probe_verdict.Probe]:
         """One Rally run through RATES (pooled_rps steps); a Probe judged per step.
 
         The run stops in the first step with a failed iteration, every slot
@@ -319,19 +326,19 @@ class RallyProber:
         )
         run, json_path, wl = self._probe_run(f"probe-{k:02d}-ramp", task_args, watcher)
         requests = self.evidence.requests() if self.evidence is not None else []
-        zero = capacity.ramp_zero(wl)
+        zero = ramps.ramp_zero(wl)
         parts = []
         begin = 0.0
         for i, (rate, seconds) in enumerate(steps):
             lo, begin = begin + (s.warmup if i == 0 else 0.0), begin + seconds
             half = 0.5 / rate  # a step's first iteration is due half a gap early at most
-            part = capacity.step_workload(wl, zero + lo - half, zero + begin - half)
+            part = ramps.step_workload(wl, zero + lo - half, zero + begin - half)
             if part.iterations == 0:
                 break  # the run stopped before this step
             parts.append((rate, begin - lo, part, (zero + lo - half, zero + begin - half)))
-        out: list[capacity.Probe] = []
+        out: list[probe_verdict.Probe] = []
         for i, (rate, seconds, part, span) in enumerate(parts):
-            probe = capacity.Probe(
+            probe = probe_verdict.Probe(
                 k,
                 f"ramp {i + 1}/{len(rates)}",
                 rate,
@@ -347,7 +354,7 @@ class RallyProber:
             if probe.stopped_for and probe.passed:
                 # cut short in this step: it did not hold its rate to the end
                 behind = "behind" in probe.stopped_for
-                probe.verdict = capacity.GENERATOR if behind else capacity.SATURATED
+                probe.verdict = probe_verdict.GENERATOR if behind else probe_verdict.SATURATED
                 probe.reason = f"the ramp stopped here: {probe.stopped_for}"
             self._judge_side(probe, span, requests, run.sampler)
             self._record(probe)
@@ -380,7 +387,7 @@ def context_failure(log_path: Path) -> str:
     return "a context failed to set up?"
 
 
-def so_far(probes: list[capacity.Probe]) -> str:
+def so_far(probes: list[probe_verdict.Probe]) -> str:
     """Where N lies after PROBES, as ``[ok, degraded)``: the highest rate that passed and
     the lowest above it that did not; rates that did not pass below it are named."""
     ok, degraded, below = capacity.interval(probes)

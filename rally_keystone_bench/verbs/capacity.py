@@ -1,12 +1,13 @@
 """``keystone-bench capacity``: search N, the highest rate Keystone serves without degrading.
 
-verdicts/capacity.py holds the settings and the search, verdicts/probe_verdict.py
-a probe's verdict; here the settings are checked and each probe is run by a
-prober of the engine asked (verdicts/probing.py): ``driver/probers.RallyProber``,
-a real ``rally task start`` watched line by line so that an overloaded probe
-is stopped early, or ``engines/locust/prober.LocustProber``. On a local
-Keystone every probe of a search uses one set of users (a keystone_users
-reuse tag made for the search).
+verdicts/capacity.py holds the settings, verdicts/capacity_search.py the search,
+verdicts/probe_verdict.py a probe's verdict; here the settings are checked and
+each probe is run by a prober of the engine asked (verdicts/probing.py):
+``driver/probers.RallyProber``, a real ``rally task start`` watched line by
+line so that an overloaded probe is stopped early, or
+``engines/locust/prober.LocustProber``. On a local Keystone every probe of
+a search uses one set of users (a keystone_users reuse tag made for the
+search).
 """
 
 from __future__ import annotations
@@ -33,7 +34,7 @@ from rally_keystone_bench.history.records import ActionRow
 from rally_keystone_bench.plugins.contexts import reuse
 from rally_keystone_bench.report import capacity as capacity_report
 from rally_keystone_bench.verbs import options
-from rally_keystone_bench.verdicts import capacity, probing
+from rally_keystone_bench.verdicts import capacity, capacity_search, probe_verdict, probing
 from rally_keystone_bench.verdicts.capacity import fmt
 
 say = rally_task.progress  # the search's progress lines
@@ -155,7 +156,7 @@ def _search_locust(
         prober = LocustProber(credential, settings, out_dir, say, sampling=sampling)
         probers.append(prober)
         ramp = prober.ramp if settings.ramp else None
-        return capacity.find_capacity(
+        return capacity_search.find_capacity(
             settings, prober, say=rally_task.progress, ramp=ramp, plan=plan
         ), described
 
@@ -189,7 +190,7 @@ def _search_rally(
         probers.append(prober)
         ramp = prober.ramp if settings.ramp else None
         try:
-            outcome = capacity.find_capacity(
+            outcome = capacity_search.find_capacity(
                 settings, prober, say=rally_task.progress, ramp=ramp, plan=plan
             )
         finally:  # the search's users' passwords and pooled tokens, kept by its probes
@@ -295,7 +296,7 @@ def users_tag(args: argparse.Namespace, ldap: dict[str, Any]) -> str | None:
     return f"capacity-{uuid.uuid4().hex[:12]}"
 
 
-def setup_text(probes: list[capacity.Probe]) -> str:
+def setup_text(probes: list[probe_verdict.Probe]) -> str:
     """The probes' setup (users, tokens) in all, as the elapsed line adds it."""
     setups = [p.setup for p in probes if p.setup is not None]
     if not setups:

@@ -1,33 +1,13 @@
-"""``keystone-bench capacity``: search N, the highest rate Keystone serves without degrading.
+"""The capacity search's vocabulary: its settings, outcome, plan, constants and grid.
 
-A probe is one Rally task (tasks/capacity-probe.yaml): the ``pooled_rps``
-runner (``--runner rps`` for Rally's own; same schedule, see
-runners/pooled_rps.py) starts ``rps * (warmup + window)`` iterations at a
-constant rate; verdicts/probe_verdict.py judges it (errors, saturation,
-the generator's limit, the latency slope past the warm-up).
-
-The search first brackets N with a ramp (one run whose rate rises step by
-step, each step judged as a probe on the iterations due in it): its rate
-doubles from --low (verdicts/ramps.py). Where Keystone's busy time is
-known (a local Keystone's access log), the steps that passed predict the
-knee (verdicts/knee.py, the utilization law): the search probes the grid
-rate at that bound with a whole probe and walks from it, down while probes
-degrade and up while they pass (WALK_PROBES at most), until a rate passes
-and the next one does not: those two whole probes are N and N + precision,
-confirmed. A step that failed by errors or saturation keeps the walk below
-it, unless it failed under CONTRADICTED of the predicted saturation: a
-ramp's jump can saturate a step whole probes pass, and the search says it
-probes the prediction instead. When the walk does not find the edge, the
-prediction missed: the search says so and goes on as it does without one.
-
-Without a prediction, a finer ramp (7 steps) inside the first one's bracket,
-then bisection of what is left on a linear scale, the probe rates on a
-grid of --precision (with --no-ramp, the whole range); a probe above N
-fails early under --abort-on-sla-failure, so a high guess is cheap. It
-then repeats N and N + precision ("confirm"); when a confirmation
-contradicts the search, it resumes from there (two rounds at most), then
-repeats what still disagrees (verdicts/repeats.py) and gives N with its
-spread.
+``keystone-bench capacity`` searches N, the highest rate Keystone serves
+without degrading: the search itself (ramps, the walk from a predicted
+knee, bisection, confirmations) is verdicts/capacity_search.py, a probe's
+verdict verdicts/probe_verdict.py, the ramps' rates and brackets
+verdicts/ramps.py. Here: the scenarios a search or a probe runs, the
+constants, ``Settings`` (what every probe and ramp is run and judged by),
+``Outcome`` (what the search found), the grid of --precision the probe
+rates lie on, and the estimate of how many probes the search runs.
 
 The plan (``Plan``): about how many probes the search will run, printed
 first; it grows only when the search takes a longer way, and says why.
@@ -37,33 +17,10 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 
-from rally_keystone_bench.verdicts import keystone_side, knee
-from rally_keystone_bench.verdicts.probe_verdict import (  # noqa: F401 (the search's names)
-    CLIENT_BOUND,
-    ERRORS,
-    GENERATOR,
-    LOWER_BOUNDS,
-    OK,
-    SATURATED,
-    SLOPE,
-    Probe,
-    peak_in_flight,
-    start_rate,
-)
-from rally_keystone_bench.verdicts.ramps import (  # noqa: F401 (the search's names)
-    MARGINAL_SLOPE,
-    RAMP_STEPS,
-    REFINE_STEPS,
-    equal_step,
-    ramp_bracket,
-    ramp_rates,
-    ramp_zero,
-    refine_rates,
-    step_workload,
-)
-from rally_keystone_bench.verdicts.repeats import full_probes, settle
+from rally_keystone_bench.verdicts.probe_verdict import Probe
+from rally_keystone_bench.verdicts.ramps import REFINE_STEPS, equal_step, ramp_rates
 
 # scenario argument -> (Rally scenario, timed atomic action)
 SCENARIOS = {
@@ -84,7 +41,7 @@ CONFIRM_ROUNDS = 2
 MIN_STEP_REQUESTS = 30  # a ramp step's requests at least: the slope test's most points
 WALK_PROBES = 4  # whole probes from the predicted rate at most, before the bisection takes over
 # A ramp step failed (errors, saturation) under this share of the saturation predicted
-# from the passing steps is not held to: the walk starts at the prediction (_start).
+# from the passing steps is not held to: the walk starts at the prediction (capacity_search._start).
 CONTRADICTED = 0.9
 
 
@@ -147,7 +104,7 @@ class Settings:
         return max(MIN_CONCURRENCY, int(math.ceil(rps * LATENCY_BUDGET_S)))
 
 
-# -- the search ----------------------------------------------------------------
+# -- what the search found, its plan, its grid ---------------------------------
 @dataclasses.dataclass
 class Outcome:
     """What the search found."""
@@ -236,309 +193,3 @@ def interval(probes: Sequence[Probe]) -> tuple[float | None, float | None, list[
         return None, (failed[0] if failed else None), []
     above = [r for r in failed if r > ok + 1e-9]
     return ok, (above[0] if above else None), [r for r in failed if r < ok - 1e-9]
-
-
-class _Search:
-    """The probes so far, the one way each is run, and the plan kept ahead of them."""
-
-    def __init__(
-        self,
-        settings: Settings,
-        probe: Callable[[float, str], Probe],
-        say: Callable[[str], None],
-        plan: Plan,
-    ) -> None:
-        self.settings, self.probe, self.say, self.plan = settings, probe, say, plan
-        self.probes: list[Probe] = []
-        self.runs = 0  # probes and ramps run (a ramp is one)
-        self.eps = settings.precision * 1e-6
-
-    def expect(self, more: int, reason: str) -> None:
-        """MORE probes to come, for REASON: the plan grows (and says so) if it was short."""
-        line = self.plan.grow(self.runs + more, reason)
-        if line:
-            self.say(line)
-
-    def run(self, rate: float, role: str) -> Probe:
-        self.expect(1, f"one more ({role} at {fmt(rate)} rps)")
-        self.runs += 1
-        p = self.probe(rate, role)
-        earlier = full_probes(self.probes, rate)  # the last probe of this rate, if it disagrees
-        self.probes.append(p)
-        if earlier and earlier[-1].passed != p.passed and not role.startswith("search"):
-            self.say(keystone_side.moved(earlier[-1], p))
-        return p
-
-    def ramp(self, ramp: Callable[[list[float]], list[Probe]], rates: list[float]) -> list[Probe]:
-        self.expect(1, "one more ramp")
-        self.runs += 1
-        steps = ramp(rates)
-        self.probes.extend(steps)
-        return steps
-
-    def fail_above(self, rate: float) -> tuple[float, Probe | None]:
-        """The lowest rate above RATE that did not pass, and its probe ((high, None): none)."""
-        failing = [p for p in self.probes if not p.passed and p.rps > rate + self.eps]
-        if not failing:
-            return self.settings.high, None
-        best = min(failing, key=lambda p: (p.rps, -p.number))
-        return best.rps, best
-
-    def passed_below(self, rate: float) -> float:
-        """The highest rate below RATE that passed (--low: none)."""
-        passing = [q.rps for q in self.probes if q.passed and q.rps < rate - self.eps]
-        return max(passing, default=self.settings.low)
-
-
-@dataclasses.dataclass
-class _Bracket:
-    """[lo, hi) after the ramps (lo taken to pass and hi to fail until probed), the
-    probe that failed at hi (None: nothing failed up to hi), and the knee predicted."""
-
-    lo: float
-    hi: float
-    hi_probe: Probe | None
-    prediction: knee.Prediction | None = None
-
-
-def _bracket(search: _Search, ramp: Callable[[list[float]], list[Probe]] | None) -> _Bracket:
-    """N's bracket from the ramps, or [low, high] without one; with settings.predict, the
-    first ramp whose steps predict the knee ends the bracketing."""
-    settings, say = search.settings, search.say
-    lo, hi = settings.low, settings.high
-    hi_probe: Probe | None = None
-    rates = ramp_rates(settings) if ramp is not None else []
-    if len(rates) < 3:  # a range of two grid steps or less: bisecting it is as quick
-        rates = []
-    for ramp_round in range(2):
-        if ramp is None or not rates:
-            break
-        steps = search.ramp(ramp, rates)
-        lo, hi, hi_probe = ramp_bracket(steps, lo, hi, hi_probe, settings.max_slope, say)
-        if hi_probe is not None and hi <= lo + search.eps:
-            say(f"ramp: its first step, {fmt(hi)} rps, did not pass: whole probes decide")
-        else:
-            top = ")" if hi_probe is not None else "]"  # "]": no step failed up to hi
-            say(f"ramp: N in [{fmt(lo)}, {fmt(hi)}{top} rps")
-        if settings.predict:
-            prediction = knee.predict(search.probes, settings)
-            if prediction is not None:
-                return _Bracket(lo, hi, hi_probe, prediction)
-            say(f"no prediction: {_why_no_prediction(steps)}")
-        # the finer ramp, once, when the first one found a step that failed
-        rates = refine_rates(settings, lo, hi) if ramp_round == 0 and hi_probe else []
-        if rates and settings.predict:
-            search.expect(4, "no prediction: a finer ramp, a probe inside it, two confirmations")
-    return _Bracket(lo, hi, hi_probe)
-
-
-def _why_no_prediction(steps: Sequence[Probe]) -> str:
-    if all(p.server_busy is None for p in steps):
-        return "Keystone's busy time was not measured (no access log)"
-    return (
-        f"no step passed with Keystone's workers {100 * knee.MIN_BUSY:.0f}-"
-        f"{100 * knee.MAX_BUSY:.0f}% busy"
-    )
-
-
-def _outcome(
-    n: float,
-    hi_probe: Probe | None,
-    confirmed: bool,
-    settings: Settings,
-    probes: list[Probe],
-    spread: tuple[float, float] | None = None,
-) -> Outcome:
-    """The search's result: N found, or a lower bound (--high, or the generator's limit)."""
-    if hi_probe is None:
-        status, limited = "lower bound", "--high"
-        message = f"N >= {fmt(n)} rps: no degradation up to --high {fmt(settings.high)}"
-    elif hi_probe.verdict in LOWER_BOUNDS:
-        status, limited = "lower bound", "generator"
-        message = (
-            f"N >= {fmt(n)} rps, {hi_probe.verdict} at {fmt(hi_probe.rps)} rps ({hi_probe.reason})"
-        )
-    else:
-        note = ""
-        if spread is not None and spread[0] != spread[1]:
-            note = f" ({fmt(spread[0])}-{fmt(spread[1])} rps across repeats)"
-        elif not confirmed:
-            note = " (not confirmed: the repeats disagreed)"
-        status, limited = "found", None
-        message = f"N = {fmt(n)} rps{note}; {fmt(hi_probe.rps)} rps is {hi_probe.verdict}"
-    return Outcome(n, status, limited, confirmed, message, probes, spread)
-
-
-@dataclasses.dataclass
-class _Walk:
-    """Where the walk from the predicted rate ended: N found (HIT), or the bracket left."""
-
-    lo: float
-    hi: float
-    hi_probe: Probe | None
-    hit: bool
-    why: str = ""
-
-
-def _walk(search: _Search, start: float) -> _Walk:
-    """Whole probes from START, one grid step at a time (WALK_PROBES at most): down while
-    they degrade, up while they pass, until a rate passes and the next fails. The plan
-    holds START and one step from it; each step further grows it by one, said."""
-    s, eps = search.settings, search.eps
-    rate = start
-    p = search.run(rate, "predicted N")
-    up = p.passed
-    for step in range(WALK_PROBES - 1):
-        if p.verdict in LOWER_BOUNDS:
-            why = f"{fmt(p.rps)} rps was {p.verdict}"
-            return _Walk(search.passed_below(p.rps), p.rps, p, False, why)
-        if up and rate >= s.high - eps:
-            return _Walk(rate, s.high, None, True)  # N >= --high
-        nxt = round(min(rate + s.precision, s.high), 6) if up else round(rate - s.precision, 6)
-        if nxt < s.low - eps:
-            return _Walk(s.low, rate, p, False, f"even {fmt(rate)} rps degraded")
-        if step:
-            seen = f"{fmt(start)} {'and' if step == 1 else 'to'} {fmt(rate)} rps"
-            search.expect(
-                1,
-                f"{seen} {'passed' if up else 'degraded'}: the walk goes on "
-                f"{'up' if up else 'down'} to {fmt(nxt)} rps ({WALK_PROBES} whole probes "
-                "at most)",
-            )
-        q = search.run(nxt, "confirm N+1" if up else "confirm N")
-        if up and q.passed:
-            rate, p = nxt, q
-            continue
-        if up:
-            if q.verdict in LOWER_BOUNDS:
-                return _Walk(rate, q.rps, q, False, f"{fmt(q.rps)} rps was {q.verdict}")
-            return _Walk(rate, q.rps, q, True)
-        if q.passed:
-            return _Walk(nxt, rate, p, True)
-        rate, p = nxt, q
-    if up:
-        top, top_probe = search.fail_above(rate)
-        return _Walk(rate, top, top_probe, False, f"{fmt(rate)} rps still passed")
-    return _Walk(search.passed_below(rate), rate, p, False, f"{fmt(rate)} rps still degraded")
-
-
-def _start(search: _Search, prediction: knee.Prediction, bracket: _Bracket) -> float:
-    """The walk's first rate: the predicted one, inside the ramp's bracket when a step
-    failed there by errors or saturation (a slope step is weaker evidence: not held to)
-    at a rate the law agrees with, CONTRADICTED of the predicted saturation or more.
-
-    A ramp's step jumps its rate: the step that failed far below the saturation
-    Keystone's busy time predicts says more of the jump than of the rate (seen
-    2026-11-29: 15 rps saturated in the ramp, whole probes of 15-19 rps passed).
-    """
-    settings, hi_probe = search.settings, bracket.hi_probe
-    rate = min(max(prediction.n, settings.low, bracket.lo), settings.high)
-    if hi_probe is None or hi_probe.verdict not in (ERRORS, SATURATED):
-        return rate
-    if hi_probe.rps < CONTRADICTED * prediction.saturation:
-        search.say(
-            f"the ramp's {fmt(hi_probe.rps)}-rps step {hi_probe.verdict} while Keystone's "
-            f"busy time puts saturation near {prediction.saturation:.1f} rps: "
-            "probing the prediction"
-        )
-        return rate
-    return max(settings.low, min(rate, round(bracket.hi - settings.precision, 6)))
-
-
-def find_capacity(
-    settings: Settings,
-    probe: Callable[[float, str], Probe],
-    say: Callable[[str], None] = lambda line: None,
-    ramp: Callable[[list[float]], list[Probe]] | None = None,
-    plan: Plan | None = None,
-) -> Outcome:
-    """Search N with PROBE(rate, role); confirm N and N + precision.
-
-    With RAMP (one run whose rate rises through the rates it is given, a
-    Probe judged per step), the search brackets N first; with
-    settings.predict, it walks from the knee the ramp's Keystone-side
-    figures predict (verdicts/knee.py), else (or when the walk misses)
-    it refines the bracket with a finer ramp and bisects it. PLAN (its
-    ``about``, read by the prober's progress lines) grows only with a
-    reason, said.
-    """
-    search = _Search(settings, probe, say, plan or Plan(estimated_probes(settings)))
-    bracket = _bracket(search, ramp)
-    prediction = bracket.prediction
-    if prediction is None:
-        return _bisect_and_confirm(search, bracket.lo, bracket.hi, bracket.hi_probe)
-    say(f"predicted: {prediction.describe()}")
-    walk = _walk(search, _start(search, prediction, bracket))
-    held = f"predicted {fmt(prediction.n)} rps (saturation near {prediction.saturation:.1f} rps)"
-    if walk.hit:
-        out = _outcome(walk.lo, walk.hi_probe, True, settings, search.probes)
-        out.prediction = f"{held}: N found by {search.runs - 1} whole probes from there"
-        return out
-    lo, hi, hi_probe = walk.lo, walk.hi, walk.hi_probe
-    say(
-        f"the prediction missed ({walk.why} after {WALK_PROBES} probes from "
-        f"{fmt(prediction.n)} rps): bisecting [{fmt(lo)}, {fmt(hi)}) rps as without one"
-    )
-    search.expect(
-        bisections(lo, hi, settings) + 2, "the prediction missed: bisection and two confirmations"
-    )
-    out = _bisect_and_confirm(search, lo, hi, hi_probe)
-    out.prediction = f"{held}: missed ({walk.why}), found by bisection"
-    return out
-
-
-def _bisect_and_confirm(search: _Search, lo: float, hi: float, hi_probe: Probe | None) -> Outcome:
-    """Bisect [LO, HI) down to one grid step, then confirm N and N + precision (two rounds
-    that resume the search when a confirmation contradicts it), then settle by repeats."""
-    settings, eps, probes = search.settings, search.eps, search.probes
-    confirmed = False
-    for _round in range(CONFIRM_ROUNDS + 1):
-        if hi - lo > settings.precision + eps:
-            search.expect(bisections(lo, hi, settings) + 2, f"bisecting [{fmt(lo)}, {fmt(hi)}) rps")
-        while hi - lo > settings.precision + eps:
-            p = search.run(midpoint(lo, hi, settings), "search")
-            if p.passed:
-                lo = p.rps
-            else:
-                hi, hi_probe = p.rps, p
-        if _round == CONFIRM_ROUNDS:
-            if hi_probe is None or hi_probe.verdict in LOWER_BOUNDS:
-                break  # nothing to settle: N stays unconfirmed
-            search.expect(2, "N and N + precision still disagree: repeats")
-            lo, hi_probe, spread = settle(lo, settings, search.run, probes, search.say)
-            return _outcome(lo, hi_probe, True, settings, probes, spread)
-        pn = search.run(lo, "confirm N")
-        if not pn.passed:
-            if lo <= settings.low + eps:
-                return _low_fails(pn, settings, probes)
-            hi, hi_probe = lo, pn
-            lo = search.passed_below(lo)
-            search.say(f"{fmt(hi)} rps failed its confirmation: the search resumes below it")
-            continue
-        if lo >= settings.high - eps:
-            confirmed, hi_probe = True, None
-            break
-        p1 = search.run(round(min(lo + settings.precision, settings.high), 6), "confirm N+1")
-        if p1.passed:
-            lo = p1.rps
-            if lo >= settings.high - eps:
-                confirmed, hi_probe = True, None
-                break
-            hi, hi_probe = search.fail_above(lo)
-            search.say(f"{fmt(lo)} rps passed as N + precision: the search resumes above it")
-            continue
-        hi_probe, confirmed = p1, True
-        break
-    return _outcome(lo, hi_probe, confirmed, settings, probes)
-
-
-def _low_fails(pn: Probe, settings: Settings, probes: list[Probe]) -> Outcome:
-    """Even --low did not pass: it degrades (exit 1), or the generator could not send it."""
-    status = "not measurable" if pn.verdict == GENERATOR else "low degrades"
-    return Outcome(
-        None,
-        status,
-        "generator" if pn.verdict == GENERATOR else None,
-        message=f"even --low {fmt(settings.low)} rps is {pn.verdict}: {pn.reason}",
-        probes=probes,
-    )

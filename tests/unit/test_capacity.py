@@ -13,16 +13,17 @@ from rally_keystone_bench.driver import probe_args, probers, targets
 from rally_keystone_bench.report import capacity as capacity_report
 from rally_keystone_bench.verbs import capacity as capacity_verb
 from rally_keystone_bench.verdicts import capacity, probe_verdict, results
-from rally_keystone_bench.verdicts.capacity import (
+from rally_keystone_bench.verdicts.capacity import Settings
+from rally_keystone_bench.verdicts.capacity_search import find_capacity
+from rally_keystone_bench.verdicts.probe_verdict import (
     ERRORS,
     GENERATOR,
     OK,
     SATURATED,
     SLOPE,
     Probe,
-    Settings,
-    find_capacity,
 )
+from rally_keystone_bench.verdicts.ramps import ramp_rates, ramp_zero, refine_rates, step_workload
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "fixtures"))
 import synthetic  # noqa: E402
@@ -164,14 +165,14 @@ def test_slots_seen_full_while_running_is_saturated():
 def test_the_sent_rate_counts_starts_in_the_window_only():
     # a slow first 10 s (the warm-up) does not count against the generator
     starts = [i / 10 for i in range(100)] + [10 + i / 50 for i in range(1500)]
-    assert capacity.start_rate(starts, since=10) == pytest.approx(50)
-    assert capacity.start_rate(starts) < 45
+    assert probe_verdict.start_rate(starts, since=10) == pytest.approx(50)
+    assert probe_verdict.start_rate(starts) < 45
 
 
 def test_peak_in_flight_counts_overlaps_and_not_touching_ends():
-    assert capacity.peak_in_flight([0, 1, 2], [1, 1, 1]) == 1
-    assert capacity.peak_in_flight([0, 0.5, 0.6, 3], [1, 1, 1, 1]) == 3
-    assert capacity.peak_in_flight([], []) == 0
+    assert probe_verdict.peak_in_flight([0, 1, 2], [1, 1, 1]) == 1
+    assert probe_verdict.peak_in_flight([0, 0.5, 0.6, 3], [1, 1, 1, 1]) == 3
+    assert probe_verdict.peak_in_flight([], []) == 0
 
 
 # -- the search on modelled targets ----------------------------------------------
@@ -412,12 +413,12 @@ class RampModel(Model):
 def test_ramp_rates_double_on_the_grid_no_wider_than_16_equal_steps_ending_at_high():
     # doubling: steps under the knee for the utilization law (issue 46); 14 rps at most,
     # the step of 16 equal ones over [1, 200], so a high N is bracketed as finely as before
-    assert capacity.ramp_rates(RAMPED) == [1, 2, 4, 8, 16, 30, 44, 58, 72, 86, 100, 114, 128,
-                                           142, 156, 170, 184, 198, 200]  # fmt: skip
-    assert capacity.refine_rates(RAMPED, 43, 57) == [43, 45, 47, 49, 51, 53, 55]
-    assert capacity.refine_rates(RAMPED, 49, 51) == []  # bisect what is left
+    assert ramp_rates(RAMPED) == [1, 2, 4, 8, 16, 30, 44, 58, 72, 86, 100, 114, 128,
+                                  142, 156, 170, 184, 198, 200]  # fmt: skip
+    assert refine_rates(RAMPED, 43, 57) == [43, 45, 47, 49, 51, 53, 55]
+    assert refine_rates(RAMPED, 49, 51) == []  # bisect what is left
     narrow = Settings("validate", 36, 64, 3, 8, 0.01, 4, ramp=True)
-    assert capacity.ramp_rates(narrow) == [36, 40, 44, 48, 52, 56, 60, 64]
+    assert ramp_rates(narrow) == [36, 40, 44, 48, 52, 56, 60, 64]
 
 
 @pytest.mark.parametrize("true_capacity, ramps", [(1, 1), (7.5, 2), (50, 2), (123, 2), (199.5, 1)])
@@ -486,12 +487,12 @@ def test_each_step_of_a_ramp_is_judged_on_its_own_iterations():
     steps = [(10, 15), (20, 5), (40, 5)]  # 10 s of warm-up in the first step
     # flat at 10 and 20 rps; at 40 rps the latency grows 0.1 s every second
     wl = ramp_workload(steps, lambda rate, t: 0.02 + (0.1 * (t % 5) if rate == 40 else 0))
-    zero = capacity.ramp_zero(wl)
+    zero = ramp_zero(wl)
     assert zero == synthetic.T0
     s = RAMPED
     verdicts = []
     for (rate, _), (lo, hi) in zip(steps, [(10, 15), (15, 20), (20, 25)], strict=True):
-        part = capacity.step_workload(wl, zero + lo - 0.5 / rate, zero + hi - 0.5 / rate)
+        part = step_workload(wl, zero + lo - 0.5 / rate, zero + hi - 0.5 / rate)
         assert part.iterations == rate * 5  # its own, none of the neighbours'
         probe = Probe(1, "ramp", rate, planned=rate * 5, max_concurrency=s.ramp_slots(rate))
         probe_verdict.judge(probe, part, Settings("validate", 1, 200, 0, 30, 0.01, 1))
@@ -502,9 +503,9 @@ def test_each_step_of_a_ramp_is_judged_on_its_own_iterations():
 
 def test_a_failure_in_a_step_degrades_that_step_only():
     wl = ramp_workload([(10, 10), (20, 5)], lambda rate, t: 0.02, fail_at=12.0)
-    zero = capacity.ramp_zero(wl)
-    first = capacity.step_workload(wl, zero - 0.05, zero + 10 - 0.05)
-    second = capacity.step_workload(wl, zero + 10 - 0.025, zero + 15 - 0.025)
+    zero = ramp_zero(wl)
+    first = step_workload(wl, zero - 0.05, zero + 10 - 0.05)
+    second = step_workload(wl, zero + 10 - 0.025, zero + 15 - 0.025)
     assert (first.failed_iterations, second.failed_iterations) == (0, 1)
     assert first.errors == [] and second.errors[0].status == 500
 

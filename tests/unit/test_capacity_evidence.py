@@ -10,16 +10,10 @@ from __future__ import annotations
 
 from rally_keystone_bench.driver import probe_args
 from rally_keystone_bench.verdicts import capacity, cpu, keystone_side, probe_verdict
-from rally_keystone_bench.verdicts.capacity import (
-    CLIENT_BOUND,
-    OK,
-    SATURATED,
-    SLOPE,
-    Probe,
-    Settings,
-    find_capacity,
-)
-from rally_keystone_bench.verdicts.keystone_side import LoggedRequest
+from rally_keystone_bench.verdicts.capacity import Settings
+from rally_keystone_bench.verdicts.capacity_search import find_capacity
+from rally_keystone_bench.verdicts.keystone_side import CLIENT_BOUND, LoggedRequest
+from rally_keystone_bench.verdicts.probe_verdict import OK, SATURATED, SLOPE, Probe
 
 SETTINGS = Settings("validate", low=1, high=200, warmup=10, window=30, max_slope=0.01, precision=1)
 RAMPED = Settings("validate", 1, 200, 10, 30, 0.01, 1, ramp=True)

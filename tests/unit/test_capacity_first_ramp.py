@@ -18,8 +18,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from rally_keystone_bench.verdicts import capacity, knee
-from rally_keystone_bench.verdicts.capacity import OK, SATURATED, SLOPE, Probe, Settings
+from rally_keystone_bench.verdicts import capacity, capacity_search, knee, ramps
+from rally_keystone_bench.verdicts.capacity import Settings
+from rally_keystone_bench.verdicts.probe_verdict import OK, SATURATED, SLOPE, Probe
 
 FIXTURE = Path(__file__).resolve().parent.parent / "fixtures" / "capacity-validate-2026-11-29.json"
 SEARCH = Settings("validate", 1, 200, 10, 30, 0.01, 1, ramp=True, predict=True)
@@ -123,7 +124,9 @@ def search(model: Searched, settings: Settings = SEARCH):
     said: list[str] = []
     plan = capacity.Plan(capacity.estimated_probes(settings))
     model.plan = plan
-    out = capacity.find_capacity(settings, model, say=said.append, ramp=model.ramp, plan=plan)
+    out = capacity_search.find_capacity(
+        settings, model, say=said.append, ramp=model.ramp, plan=plan
+    )
     return out, said, plan
 
 
@@ -136,7 +139,7 @@ def test_the_fixture_is_the_recorded_search_of_13_probes_to_n_19():
 
 
 def test_the_first_ramp_doubles_from_low_and_narrows_to_equal_steps_of_the_range():
-    rates = capacity.ramp_rates(SEARCH)
+    rates = ramps.ramp_rates(SEARCH)
     assert rates[:6] == [1, 2, 4, 8, 16, 30]  # then 14-rps steps, as 16 equal steps have
     assert rates[-3:] == [184, 198, 200]
     assert all(b - a <= 14 for a, b in zip(rates, rates[1:], strict=False))
@@ -146,7 +149,7 @@ def test_the_recorded_keystone_is_found_by_one_ramp_and_three_whole_probes():
     model = RecordedKeystone()
     out, said, plan = search(model)
     assert out.status == "found" and out.confirmed and out.n == 19
-    assert model.ramps == [capacity.ramp_rates(SEARCH)] and len(model.ramps) == 1
+    assert model.ramps == [ramps.ramp_rates(SEARCH)] and len(model.ramps) == 1
     ramp = [p for p in out.probes if p.role.startswith("ramp")]
     assert [(p.rps, p.verdict) for p in ramp] == [
         (1, OK), (2, OK), (4, OK), (8, OK), (16, SATURATED),

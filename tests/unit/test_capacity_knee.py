@@ -13,8 +13,9 @@ import pytest
 
 from rally_keystone_bench import cli
 from rally_keystone_bench.driver import probers, targets
-from rally_keystone_bench.verdicts import capacity, knee
-from rally_keystone_bench.verdicts.capacity import OK, SATURATED, SLOPE, Probe, Settings
+from rally_keystone_bench.verdicts import capacity, capacity_search, knee
+from rally_keystone_bench.verdicts.capacity import Settings
+from rally_keystone_bench.verdicts.probe_verdict import OK, SATURATED, SLOPE, Probe
 
 SEARCH = Settings("validate", 1, 200, 10, 30, 0.01, 1, ramp=True, predict=True)
 
@@ -113,7 +114,9 @@ def search(model, settings=SEARCH):
     said: list[str] = []
     plan = capacity.Plan(capacity.estimated_probes(settings))
     model.plan = plan
-    out = capacity.find_capacity(settings, model, say=said.append, ramp=model.ramp, plan=plan)
+    out = capacity_search.find_capacity(
+        settings, model, say=said.append, ramp=model.ramp, plan=plan
+    )
     return out, said, plan
 
 

@@ -26,8 +26,16 @@ from rally_keystone_bench.report import capacity as capacity_report
 from rally_keystone_bench.report import gate as gate_report
 from rally_keystone_bench.report import matrix as matrix_report
 from rally_keystone_bench.verbs import matrix
-from rally_keystone_bench.verdicts import blocks, capacity, pairing, results, rounds
-from rally_keystone_bench.verdicts.capacity import GENERATOR, OK, SLOPE, Probe, Settings
+from rally_keystone_bench.verdicts import (
+    blocks,
+    capacity,
+    capacity_search,
+    pairing,
+    results,
+    rounds,
+)
+from rally_keystone_bench.verdicts.capacity import Settings
+from rally_keystone_bench.verdicts.probe_verdict import GENERATOR, OK, SLOPE, Probe
 from rally_keystone_bench.version import version as tool_version
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
@@ -163,7 +171,7 @@ def test_capacity(tmp_path, monkeypatch):
         verdict = OK if rate <= 37 else SLOPE
         return Probe(len(said) + 1, role, rate, verdict=verdict, reason="modelled")
 
-    found = capacity.find_capacity(settings, model, say=said.append)
+    found = capacity_search.find_capacity(settings, model, say=said.append)
     check(
         "capacity-search.txt",
         "\n".join([*said, *(f"{p.role} {p.rps} {p.verdict}" for p in found.probes), found.message])

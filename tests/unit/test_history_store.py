@@ -204,10 +204,10 @@ def test_the_deployment_line_leaves_the_keystone_to_its_own_column():
 
 def test_capacity_records_n_as_the_rate_of_a_row_of_its_own(tmp_path):
     from rally_keystone_bench.verbs import capacity as capacity_verb
-    from rally_keystone_bench.verdicts import capacity
+    from rally_keystone_bench.verdicts import capacity, probe_verdict
 
     settings = capacity.Settings("validate", 1, 100, 10, 30, 0.01, 1)
-    probes = [capacity.Probe(1, "search", 50.0), capacity.Probe(2, "confirm N", 42.0)]
+    probes = [probe_verdict.Probe(1, "search", 50.0), probe_verdict.Probe(2, "confirm N", 42.0)]
     row = capacity_verb.capacity_row(settings, capacity.Outcome(42.0, "found", probes=probes))
     rec = records.build_record("capacity", records.Keystone("keystone"), "d", {}, [row], "x")
     with Store.open(str(tmp_path / "h.sqlite")) as store:

@@ -8,7 +8,7 @@ from rally_keystone_bench.engines.locust import samples
 from rally_keystone_bench.report import capacity as capacity_report
 from rally_keystone_bench.report import locust_report
 from rally_keystone_bench.verdicts import results
-from rally_keystone_bench.verdicts.capacity import OK, Probe
+from rally_keystone_bench.verdicts.probe_verdict import OK, Probe
 
 REAL = Path(__file__).resolve().parents[1] / "fixtures" / "rally-keystone-tokens.json"
 

@@ -313,7 +313,7 @@ def test_a_search_on_a_local_keystone_deletes_its_tags_passwords_and_tokens(
 
     monkeypatch.setattr(targets, "prepared_env", prepared_env)
     monkeypatch.setattr(capacity_verb, "users_tag", lambda args, ldap: TAG)
-    monkeypatch.setattr(capacity_verb.capacity, "find_capacity", find_capacity)
+    monkeypatch.setattr(capacity_verb.capacity_search, "find_capacity", find_capacity)
     search = (SEARCH, tmp_path, tmp_path, argparse.Namespace(target="local"), [], None)
     with pytest.raises(BenchError) if ends == "on an error" else contextlib.nullcontext():
         assert capacity_verb._search_rally(*search)[0] == "outcome"

@@ -69,7 +69,7 @@ class LocustProber:
         )
         self.sampling = sampling
         self.count = 0
-        self.done: list[capacity.Probe] = []
+        self.done: list[probe_verdict.Probe] = []
         self.run_ids: list[str] = []  # each load's id: the names of its users (describe_left)
         self.started = time.monotonic()
 
@@ -105,12 +105,12 @@ class LocustProber:
             raise BenchError(f"{stem}: {run.error}")
         return run
 
-    def __call__(self, rps: float, role: str) -> capacity.Probe:
+    def __call__(self, rps: float, role: str) -> probe_verdict.Probe:
         s = self.settings
         self.count += 1
         k = self.count
         users = connections(s, rps)
-        probe = capacity.Probe(k, role, rps, planned=s.times(rps), max_concurrency=users)
+        probe = probe_verdict.Probe(k, role, rps, planned=s.times(rps), max_concurrency=users)
         self.say(
             f"probe {k} ({role}): {fmt(rps)} rps over {s.warmup + s.window:g} s on "
             f"{s.locust_workers} Locust worker(s), {users} connections"
@@ -127,7 +127,7 @@ class LocustProber:
         self._say_machine(probe.machine)
         return probe
 
-    def ramp(self, rates: list[float]) -> list[capacity.Probe]:
+    def ramp(self, rates: list[float]) -> list[probe_verdict.Probe]:
         s = self.settings
         self.count += 1
         k = self.count
@@ -162,7 +162,7 @@ class LocustProber:
                 runner={"rps": rate, "workers": s.locust_workers, "users": users, "ramp": True},
                 sla_results=[],
             )
-            probe = capacity.Probe(
+            probe = probe_verdict.Probe(
                 k,
                 f"ramp {i + 1}/{len(rates)}",
                 rate,
@@ -185,7 +185,7 @@ class LocustProber:
             self._say_machine(machine.of_sampler(run.sampler, spans))  # every step reached
         return out
 
-    def _said(self, probe: capacity.Probe) -> None:
+    def _said(self, probe: probe_verdict.Probe) -> None:
         if probe not in self.done:
             self.done.append(probe)
         self.say(
