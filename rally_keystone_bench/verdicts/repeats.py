@@ -37,6 +37,8 @@ def settles(found: list[Any]) -> bool:
     Without a quiet probe, the majority of all; a tie is broken by the latest.
     """
     quiet = _quiet(found)
+    if not quiet:
+        return False  # never probed whole (decided() has it probed first)
     passed = sum(p.passed for p in quiet)
     if 2 * passed == len(quiet):
         return bool(quiet[-1].passed)
@@ -44,7 +46,13 @@ def settles(found: list[Any]) -> bool:
 
 
 def decided(found: list[Any]) -> bool:
-    """The probes of a rate agree, or three or more quiet ones hold a strict majority."""
+    """The probes of a rate agree, or three or more quiet ones hold a strict majority.
+
+    No whole probe is no decision: a rate that passed only as a ramp's step
+    (a few seconds) is probed whole before N rests on it.
+    """
+    if not found:
+        return False
     quiet = _quiet(found)
     passed = sum(p.passed for p in quiet)
     return len({p.passed for p in found}) < 2 or (len(quiet) >= 3 and 2 * passed != len(quiet))
@@ -71,7 +79,11 @@ def settle(
             found = full_probes(probes, rate)
             if decided(found):
                 break
-            say(f"{fmt(rate)} rps: {len(found)} probes disagree; repeating it on a quiet machine")
+            if found:
+                why = f"{len(found)} probes disagree; repeating it on a quiet machine"
+            else:
+                why = "passed only as a ramp's step: probing it whole"
+            say(f"{fmt(rate)} rps{':' if found else ''} {why}")
             run(rate, role)
     verdicts = {rate: settles(full_probes(probes, rate)) for rate in rates}
     failed_once = [r for r in rates if any(not p.passed for p in full_probes(probes, r))]

@@ -8,6 +8,8 @@ quiet machine, and N comes with its spread.
 
 from __future__ import annotations
 
+import dataclasses
+
 from rally_keystone_bench.driver import probe_args
 from rally_keystone_bench.verdicts import capacity, cpu, keystone_side, probe_verdict
 from rally_keystone_bench.verdicts.capacity import Settings
@@ -181,6 +183,41 @@ def test_a_rate_settles_by_its_quiet_probes_and_its_majority():
     ok2 = Probe(4, "repeat N", 50, verdict=OK, other_cpu=0.1, steal=0.0)
     assert repeats.decided([quiet_ok, busy_bad, bad2, ok2])  # 2 of 3 quiet passed
     assert repeats.settles([quiet_ok, busy_bad, bad2, ok2])
+
+
+class RampedThenFlipping:
+    """Seen 2026-11-29 (validate, --no-predict, 2-core AMD EPYC): both ramps passed up to
+    28 rps, whole probes failed at 29 and 28, and 27 passed once, then failed its
+    confirmation. N then rested on 26 rps, which only a ramp's 5-s step had passed."""
+
+    def __init__(self) -> None:
+        self.whole: list[tuple[str, float]] = []
+
+    def ramp(self, rates: list[float]) -> list[Probe]:
+        out = []
+        for i, rate in enumerate(rates):
+            verdict = OK if rate <= 28 else SATURATED
+            out.append(Probe(1, f"ramp {i + 1}/{len(rates)}", rate, verdict=verdict))
+            if verdict != OK:
+                break
+        return out
+
+    def __call__(self, rate: float, role: str) -> Probe:
+        self.whole.append((role, rate))
+        earlier = sum(1 for _, r in self.whole if r == rate)
+        passed = rate <= 26 or (rate == 27 and earlier == 1)
+        return Probe(len(self.whole), role, rate, verdict=OK if passed else SLOPE)
+
+
+def test_n_that_only_a_ramp_step_passed_is_probed_whole_before_the_search_settles_on_it():
+    # before: repeats.settles([]) raised IndexError and the search ended with exit 2
+    keystone, said = RampedThenFlipping(), []
+    settings = dataclasses.replace(SETTINGS, ramp=True)
+    out = find_capacity(settings, keystone, say=said.append, ramp=keystone.ramp)
+    assert ("repeat N", 26) in keystone.whole
+    assert "26 rps passed only as a ramp's step: probing it whole" in said
+    assert out.status == "found" and out.n == 26 and out.spread == (26, 27)
+    assert out.message == "N = 26 rps (26-27 rps across repeats); 27 rps is degraded (slope)"
 
 
 def test_the_machine_during_a_probe_from_the_samplers_intervals():
