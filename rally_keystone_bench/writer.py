@@ -144,12 +144,6 @@ def open_stream(path: str | os.PathLike, mode: str = "a", buffering: int = -1) -
     return open(path, mode, buffering=buffering, encoding=encoding)
 
 
-def empty(path: str | os.PathLike) -> None:
-    """PATH emptied in place: a file another process keeps open and goes on writing."""
-    with open(path, "r+b") as f:
-        f.truncate(0)
-
-
 def temporary_directory(prefix: str) -> tempfile.TemporaryDirectory:
     """A temporary directory (removed when its context ends, or by ``cleanup()``)."""
     return tempfile.TemporaryDirectory(prefix=prefix)

@@ -108,13 +108,20 @@ def read_records(run_dir: Path, prefix: str = "trace") -> list[dict[str, Any]]:
     if not store.is_dir():
         return records
     for path in sorted(store.glob(f"{prefix}-*.jsonl")):
-        for line in path.read_text(errors="replace").splitlines():
-            try:
-                record = json.loads(line)
-            except ValueError:
-                continue
-            if isinstance(record, dict):
-                records.append(record)
+        records.extend(_parsed(path.read_text(errors="replace")))
+    return records
+
+
+def _parsed(text: str) -> list[dict[str, Any]]:
+    """The records of TEXT's lines; a line that is not a JSON object is skipped."""
+    records = []
+    for line in text.splitlines():
+        try:
+            record = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(record, dict):
+            records.append(record)
     return records
 
 
@@ -136,14 +143,32 @@ def checked_out(run_dir: Path) -> dict[int, int]:
     return found
 
 
-def take_records(run_dir: Path) -> list[dict[str, Any]]:
-    """The trace records so far, then an empty store (one task's traces apart from the next's).
+TAKEN = "taken.json"  # in the store: per trace file, the bytes earlier takes have read
 
-    A worker keeps its file open, so the files are emptied in place, not removed.
+
+def take_records(run_dir: Path) -> list[dict[str, Any]]:
+    """The trace records written since the last take (one task's traces apart from the next's).
+
+    Each file is read from where the last take stopped up to its last complete
+    line, and that place is kept in the store (TAKEN). Nothing is emptied: a
+    worker appending while a take reads (it keeps its file open) loses no
+    record; its line, if not complete yet, is the next take's.
     """
-    records = read_records(run_dir)
-    for path in store_path(run_dir).glob("*.jsonl"):
-        writer.empty(path)
+    store = store_path(run_dir)
+    if not store.is_dir():
+        return []
+    marks_path = store / TAKEN
+    marks: dict[str, int] = json.loads(marks_path.read_text()) if marks_path.exists() else {}
+    records: list[dict[str, Any]] = []
+    for path in sorted(store.glob("trace-*.jsonl")):
+        start = marks.get(path.name, 0)
+        with open(path, "rb") as found:
+            found.seek(start)
+            data = found.read()
+        complete = data.rfind(b"\n") + 1
+        records.extend(_parsed(data[:complete].decode(errors="replace")))
+        marks[path.name] = start + complete
+    writer.write_json(marks_path, marks, private=True)
     return records
 
 

@@ -1,7 +1,7 @@
 """Keystone's cost counters for a finished Rally task: trace store -> workloads -> summary.
 
 After each task, the traces its requests left in the run's trace store are
-taken (the store is emptied for the next task), split into the task's
+taken (read from where the last task's take stopped), split into the task's
 workloads by time and counted per action; the task's summary is then written
 once with them (driver/task_reports.write_summary).
 """

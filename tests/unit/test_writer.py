@@ -67,12 +67,10 @@ def test_a_key_is_made_once(tmp_path):
     assert (tmp_path / "key").read_text() == "k1\n" and mode(tmp_path / "key") == 0o600
 
 
-def test_a_copy_and_an_emptied_file(tmp_path):
+def test_a_copy(tmp_path):
     (tmp_path / "a").write_bytes(b"\x00report")
     writer.copy(tmp_path / "a", tmp_path / "b")
     assert (tmp_path / "b").read_bytes() == b"\x00report"
-    writer.empty(tmp_path / "b")
-    assert (tmp_path / "b").read_bytes() == b""
 
 
 def test_a_stream_is_opened_to_write_or_append_only(tmp_path):
