@@ -108,9 +108,3 @@ def requests_per_node(run_dir: Path) -> dict[str, int]:
                 1 for line in lines if " /v3/auth/tokens" in line.partition(" ")[2]
             )
     return counts
-
-
-def format_counts(counts: dict[str, int]) -> str:
-    """``node1 120, node2 118`` with each node's share."""
-    total = sum(counts.values()) or 1
-    return ", ".join(f"{n} {c} ({100 * c / total:.0f}%)" for n, c in counts.items())

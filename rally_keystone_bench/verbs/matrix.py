@@ -34,6 +34,7 @@ from rally_keystone_bench.driver import task as rally_task
 from rally_keystone_bench.driver.outcome import TaskOutcome
 from rally_keystone_bench.errors import BenchError, read_input
 from rally_keystone_bench.report import matrix as matrix_report
+from rally_keystone_bench.report import records
 from rally_keystone_bench.report.render import setting_table
 from rally_keystone_bench.verbs import names, options, recording
 from rally_keystone_bench.verdicts.results import RPS_RUNNERS, Workload
@@ -148,7 +149,7 @@ def print_summary(
     if repeat > 1:
         print(matrix_report.format_rounds(across_rounds(rows)))
     for label, counts in per_node.items():
-        print(f"{label}: token requests per node (access logs): {balancing.format_counts(counts)}")
+        print(f"{label}: token requests per node (access logs): {records.format_counts(counts)}")
     html, js, out_dir = paths
     print(f"matrix HTML: {html}")
     print(f"matrix JSON: {js}")

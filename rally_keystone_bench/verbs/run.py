@@ -203,47 +203,41 @@ def main(args: argparse.Namespace) -> int:
 
 
 def record_topology(deployment: Deployment, keystone_dir: Path, out_dir: Path) -> None:
-    """Print and write (deployment.json) the deployment, its storage device, requests per node."""
+    """Print and keep (deployment.json) the deployment, its storage device, requests per node."""
     from rally_keystone_bench.deploy import balancer
 
-    doc: dict[str, Any] = {
-        "deployment": deployment.describe(),
-        "db_storage": deployment.db_storage,
-        "db_device": deployment.storage_device(),
-    }
-    print(f"deployment: {doc['deployment']}")
-    if deployment.nodes is not None:
-        counts = balancer.requests_per_node(keystone_dir)
-        doc["token_requests_per_node"] = counts
-        print(f"token requests per node (access logs): {balancer.format_counts(counts)}")
+    description = deployment.describe()
+    db_device = deployment.storage_device()
+    counts = balancer.requests_per_node(keystone_dir) if deployment.nodes is not None else None
+    record = records.deployment_record(description, deployment.db_storage, db_device, counts)
+    print("\n".join(record.lines))
     if out_dir.is_dir():
-        records.write_json(out_dir / "deployment.json", doc)
+        records.write_json(out_dir / "deployment.json", record.doc)
 
 
 def record_identity(
     deployment: Deployment, outcomes: Sequence[TaskOutcome], slapd_log: Path, out_dir: Path
 ) -> None:
-    """Print and write (identity.json) the LDAP settings and each workload's LDAP connections."""
+    """Print and keep (identity.json) the LDAP settings and each workload's LDAP connections."""
     from rally_keystone_bench.deploy import directory
 
-    doc: dict[str, Any] = {
-        "identity": deployment.identity,
-        "ldap": deployment.ldap_settings(),
-        "ldap_pool": deployment.ldap_pool,
-        "ldap_pool_size": deployment.ldap_pool_size,
-        "ldap_auth_pool_size": deployment.ldap_auth_pool_size,
-        "ldap_tls": bool(deployment.ldap_tls),
-        "workers": deployment.workers,
-        "ldap_connections": {},
-    }
-    print(f"identity: {deployment.ldap_settings()}, {deployment.workers} worker processes")
+    connections: list[tuple[str, list[tuple[str, int | None]]]] = []
     for o in outcomes:
         counts = directory.count_load_accepts(slapd_log, o.workloads)
-        doc["ldap_connections"][o.task_file.name] = [counts.get(i) for i in range(len(o.workloads))]
-        for i, wl in enumerate(o.workloads):
-            if i in counts:
-                print(f"    [{i + 1}] {wl.label()}: slapd accepted {counts[i]} LDAP connections")
-    records.write_json(out_dir / "identity.json", doc)
+        labelled = [(wl.label(), counts.get(i)) for i, wl in enumerate(o.workloads)]
+        connections.append((o.task_file.name, labelled))
+    record = records.identity_record(
+        identity=deployment.identity,
+        ldap_settings=deployment.ldap_settings(),
+        ldap_pool=deployment.ldap_pool,
+        ldap_pool_size=deployment.ldap_pool_size,
+        ldap_auth_pool_size=deployment.ldap_auth_pool_size,
+        ldap_tls=bool(deployment.ldap_tls),
+        workers=deployment.workers,
+        connections=connections,
+    )
+    print("\n".join(record.lines))
+    records.write_json(out_dir / "identity.json", record.doc)
 
 
 def _run_tasks(

@@ -7,6 +7,7 @@ import pytest
 from rally_keystone_bench import cli
 from rally_keystone_bench.deploy import balancer, nginx
 from rally_keystone_bench.deploy.deployment import Deployment
+from rally_keystone_bench.report import records
 
 
 @pytest.fixture(autouse=True)
@@ -88,7 +89,7 @@ def test_requests_per_node_count_token_requests_not_health_checks(tmp_path):
         (tmp_path / name / "access.log").write_text("".join(f"{ln}\n" for ln in lines))
     counts = balancer.requests_per_node(tmp_path)
     assert counts == {"node1": 2, "node2": 1, "node10": 0}
-    assert balancer.format_counts(counts) == "node1 2 (67%), node2 1 (33%), node10 0 (0%)"
+    assert records.format_counts(counts) == "node1 2 (67%), node2 1 (33%), node10 0 (0%)"
 
 
 def test_node_states_is_haproxys_own_view_up_only_once_a_node_answers(tmp_path):
