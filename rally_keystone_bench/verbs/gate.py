@@ -51,7 +51,6 @@ from rally_keystone_bench.verbs import recording
 from rally_keystone_bench.verbs.gate_options import (  # noqa: F401  (the CLI's)
     CLOUD_TASK,
     add_arguments,
-    add_counter_options,
 )
 from rally_keystone_bench.verdicts import family, pairing, verdict_head
 from rally_keystone_bench.verdicts.blocks import SAMPLE_SECONDS, SIDES, GateSettings

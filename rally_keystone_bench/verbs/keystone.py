@@ -9,7 +9,7 @@ from rally_keystone_bench.deploy.keystone import LocalKeystone
 from rally_keystone_bench.driver.targets import start_explained
 from rally_keystone_bench.driver.task import progress
 from rally_keystone_bench.errors import BenchError
-from rally_keystone_bench.verbs import options
+from rally_keystone_bench.verbs import groups, options
 
 DEFAULT_RUN_DIR = ".keystone-bench/keystone"
 
@@ -66,7 +66,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     ks_sub = parser.add_subparsers(dest="action", metavar="ACTION")
     ks_sub.required = True
     up = ks_sub.add_parser("up", help="start a local Keystone and write RUN_DIR/openrc")
-    options.add_deployment_options(up)
+    groups.Deployment().add(up)
     up.add_argument(
         "--run-dir",
         default=None,

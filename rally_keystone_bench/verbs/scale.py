@@ -29,7 +29,7 @@ from rally_keystone_bench.deploy.deployment import Deployment
 from rally_keystone_bench.driver import interrupts, targets, task_files, task_reports, workspace
 from rally_keystone_bench.errors import BenchError, Interrupted
 from rally_keystone_bench.report import scale as report
-from rally_keystone_bench.verbs import options, recording
+from rally_keystone_bench.verbs import groups, options, recording
 from rally_keystone_bench.verdicts import growth
 
 TASK = "data-sizes.yaml"
@@ -92,7 +92,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         default="reports",
         help="where the reports go, in a directory per run (default reports)",
     )
-    options.add_deployment_options(p)
+    groups.Deployment().add(p)
     options.add_history_option(p)
 
 
