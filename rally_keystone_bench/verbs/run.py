@@ -134,7 +134,7 @@ def main(args: argparse.Namespace) -> int:
     # Checked with every argument the run gives them (an LDAP deployment's ldap_domain).
     tasks = [task_files.checked(t, task_args) for t in args.tasks or [DEFAULT_TASK]]
     rate = tracing.checked_rate()
-    options.check_history(args)
+    history = options.check_history(args)
     if deployment is not None:  # a SPEC that does not install, a --set it refuses
         targets.check_deployment(deployment)
     out_dir, run_dir = workspace.new_run_dirs(args.reports_dir)
@@ -161,7 +161,7 @@ def main(args: argparse.Namespace) -> int:
         say_left_behind(outcomes, rallyenv.auth_url_of(cloud), args.spec)
     where = f"cloud {rallyenv.auth_url_of(cloud)}" if cloud is not None else "existing cloud"
     summaries = recording.summaries_of_outcomes(outcomes, out_dir, "run")
-    options.record_history(args, "run", out_dir, deployment, summaries, where=where)
+    options.record_history(history, "run", out_dir, deployment, summaries, where=where)
     return rc
 
 
