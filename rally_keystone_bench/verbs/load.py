@@ -94,7 +94,7 @@ def admin_target(
 ) -> Iterator[tuple[dict[str, Any], str]]:
     """The admin credential of the target, started here (mock, local) and stopped after."""
     if args.target == "mock":
-        mock = options.mock(args, run_dir)
+        mock = MOCK.settings(args).keystone(run_dir)
         with mock:
             cap = mock.capacity_rps
             yield (
@@ -338,7 +338,7 @@ def check_rally(settings: Any, force: bool = False) -> None:
 
 def run_rally(args: argparse.Namespace, settings: Any, out: LoadOutput, run_dir: Path) -> int:
     shipped.probe_task_path()  # a broken install is said before the target starts
-    mock = options.mock(args, run_dir) if args.target == "mock" else None
+    mock = MOCK.settings(args).keystone(run_dir) if args.target == "mock" else None
     cloud = options.cloud_spec(args) if args.target == "cloud" else None
     deployment = server_deployment(args) if args.target == "local" else None
     prober: RallyProber | None = None
@@ -404,7 +404,8 @@ def main(args: argparse.Namespace) -> int:
     if not args.scenario:
         raise BenchError("--scenario is required (authenticate, validate or lifecycle)")
     settings = settings_from(args)
-    options.check_target(args)
+    TARGET.settings(args)  # a --spec that is no cloud's
+    MOCK.settings(args)  # a stall without its period
     if args.engine == "locust":
         engine.bindable(settings.master_host, settings.master_port)  # before any load
     else:

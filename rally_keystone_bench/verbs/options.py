@@ -15,7 +15,6 @@ from typing import Any
 
 from rally_keystone_bench.deploy import conf_options, identity
 from rally_keystone_bench.deploy.deployment import Deployment
-from rally_keystone_bench.deploy.mock import MockKeystone, check_stall
 from rally_keystone_bench.driver import rally as rallyenv
 from rally_keystone_bench.errors import BenchError, mask_urls
 from rally_keystone_bench.history import records as history_records
@@ -58,27 +57,6 @@ def cloud_spec(args: argparse.Namespace) -> dict:
     if args.spec:
         return rallyenv.load_spec_file(args.spec)
     return rallyenv.spec_from_environ(os.environ)
-
-
-def check_target(args: argparse.Namespace) -> None:
-    """--target and its options (capacity, load); BenchError before any load."""
-    if args.spec and args.target != "cloud":
-        raise BenchError("--spec describes an existing cloud: use it with --target cloud")
-    if args.target == "mock":  # --mock-workers and --mock-service-time: checked by their types
-        check_stall(getattr(args, "mock_stall", 0.0), getattr(args, "mock_stall_every", 0.0))
-    if args.target == "cloud" and args.spec and not Path(args.spec).is_file():
-        raise BenchError(f"env spec {args.spec} does not exist")
-
-
-def mock(args: argparse.Namespace, run_dir: Path) -> MockKeystone:
-    """The mock of --target mock, in RUN_DIR/mock (not started)."""
-    return MockKeystone(
-        workers=args.mock_workers,
-        service_time_ms=args.mock_service_time,
-        stall_s=getattr(args, "mock_stall", 0.0),
-        stall_every_s=getattr(args, "mock_stall_every", 0.0),
-        run_dir=run_dir / "mock",
-    )
 
 
 # What Rally's runners sent from one host at most, on the 2-core test machine
