@@ -83,7 +83,7 @@ def server_deployment(args: argparse.Namespace) -> Deployment:
     """The local Keystone's deployment: --server-workers are its workers."""
     server_args = argparse.Namespace(**vars(args))
     server_args.workers = args.server_workers
-    deployment = options.deployment(server_args)
+    deployment = DEPLOYMENT.unchecked(server_args)
     deployment.validate()
     return deployment
 

@@ -6,7 +6,6 @@ Not a verb: the verbs share it, and nothing below the verbs sees a Namespace.
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import os
 import sys
 from collections.abc import Mapping, Sequence
@@ -32,24 +31,6 @@ IDENTITY_FIELDS = (
     "ldap_port",
     "ldap_users",
 )
-
-
-def deployment(args: argparse.Namespace) -> Deployment:
-    """The Deployment of a verb's deployment options; unset options keep their defaults."""
-    names = [f.name for f in dataclasses.fields(Deployment)]
-    values = {n: getattr(args, n) for n in names if getattr(args, n, None) is not None}
-    return Deployment.from_mapping(values, "the command line")
-
-
-def checked_deployment(args: argparse.Namespace) -> Deployment:
-    """The deployment, validated, its Keystone environment built and its --set checked:
-    bad input said at the door, before a verb makes a file."""
-    from rally_keystone_bench.driver import targets
-
-    found = deployment(args)
-    found.validate()
-    targets.check_deployment(found)
-    return found
 
 
 def cloud_spec(args: argparse.Namespace) -> dict:
@@ -102,7 +83,7 @@ def add_history_option(p: argparse.ArgumentParser) -> None:
 
 def history_url(args: argparse.Namespace) -> str | None:
     """The store named by --history, else by the environment; None: do not record."""
-    return getattr(args, "history", None) or os.environ.get(history_store.ENV_VAR) or None
+    return args.history or os.environ.get(history_store.ENV_VAR) or None
 
 
 def check_history(args: argparse.Namespace) -> str | None:

@@ -127,7 +127,7 @@ def main(args: argparse.Namespace) -> int:
     if args.existing_cloud or args.spec:
         cloud = options.cloud_spec(args)
     else:
-        deployment = options.deployment(args)
+        deployment = DEPLOYMENT.unchecked(args)
         deployment.trace = tracing.trace
         deployment.validate()
         task_args = targets.identity_task_args(deployment, task_args)

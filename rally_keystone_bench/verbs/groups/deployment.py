@@ -5,6 +5,7 @@ settings is the deploy.deployment.Deployment, validated at the door."""
 from __future__ import annotations
 
 import argparse
+import dataclasses
 
 from rally_keystone_bench import boundary
 from rally_keystone_bench.deploy.deployment import Deployment as DeploymentSettings
@@ -27,9 +28,22 @@ class Deployment(OptionGroup):
     def add(self, parser: argparse.ArgumentParser) -> None:
         _add_deployment_options(parser, self.workers)
 
+    def unchecked(self, args: argparse.Namespace) -> DeploymentSettings:
+        """The Deployment of the options; unset ones keep their defaults (a field no
+        option sets, trace, too: run sets it from its --trace before validating)."""
+        names = [f.name for f in dataclasses.fields(DeploymentSettings)]
+        values = {n: getattr(args, n) for n in names if getattr(args, n, None) is not None}
+        return DeploymentSettings.from_mapping(values, "the command line")
+
     def settings(self, args: argparse.Namespace) -> DeploymentSettings:
-        """The deployment, validated and its --set checked: bad input said at the door."""
-        return options.checked_deployment(args)
+        """The deployment, validated, its Keystone environment built and its --set
+        checked: bad input said at the door, before a verb makes a file."""
+        from rally_keystone_bench.driver import targets
+
+        found = self.unchecked(args)
+        found.validate()
+        targets.check_deployment(found)
+        return found
 
 
 class Identity(OptionGroup):
