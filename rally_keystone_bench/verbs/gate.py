@@ -307,8 +307,10 @@ def main(args: argparse.Namespace) -> int:
     # Every input is checked, and both environments built, before anything starts.
     settings, task, task_args, deps, commits, cloud, history = checked_inputs(args)
     counters = TRACING.settings(args)
+    reports = Path(args.reports_dir)
+    limits = gate_runs.RunLimits(args.rounds, args.max_time, began, counters.profile)
     stamp = workspace.utc_stamp()
-    out_dir = (Path(args.reports_dir) / stamp).resolve()
+    out_dir = (reports / stamp).resolve()
     targets.build_envs(deps)  # a SPEC that does not install: no directory made yet
     run_root = workspace.run_dir(f"gate-{stamp}").resolve()
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -316,8 +318,6 @@ def main(args: argparse.Namespace) -> int:
     keystone_evidence.prepare_tracing(deps, run_root, traced)
     evidence = keystone_evidence.Evidence()
     names = {side: side_name(deps, commits, side) for side in SIDES}
-    profile = counters.profile
-    limits = gate_runs.RunLimits(args.rounds, args.max_time, began, profile)
     outcomes: list = []  # each task run's, for the results store
     with interrupts.sigterm_as_interrupt(), contextlib.ExitStack() as stack:
         for side in deps:  # a failed start's trace key and store too

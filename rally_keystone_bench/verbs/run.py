@@ -122,9 +122,10 @@ def format_table(
 def main(args: argparse.Namespace) -> int:
     # Everything that can be checked is checked before any load is sent.
     tracing = TRACING.settings(args)
+    spec, reports_dir = args.spec, args.reports_dir  # run's own options
     task_args = workspace.parse_task_args(args.task_args)
     cloud = deployment = None
-    if args.existing_cloud or args.spec:
+    if args.existing_cloud or spec:
         cloud = options.cloud_spec(args)
     else:
         deployment = DEPLOYMENT.unchecked(args)
@@ -137,7 +138,7 @@ def main(args: argparse.Namespace) -> int:
     history = options.check_history(args)
     if deployment is not None:  # a SPEC that does not install, a --set it refuses
         targets.check_deployment(deployment)
-    out_dir, run_dir = workspace.new_run_dirs(args.reports_dir)
+    out_dir, run_dir = workspace.new_run_dirs(reports_dir)
     try:
         outcomes = _run_tasks(
             tasks, task_args, cloud, deployment, out_dir, run_dir, rate,
@@ -148,7 +149,7 @@ def main(args: argparse.Namespace) -> int:
         done = getattr(exc, "outcomes", [])
         summarize_outcomes(done, out_dir)
         if cloud is not None:
-            say_left_behind(done, rallyenv.auth_url_of(cloud), args.spec)
+            say_left_behind(done, rallyenv.auth_url_of(cloud), spec)
         raise
     finally:
         workspace.remove_if_empty(out_dir, run_dir)  # a cloud that does not answer
@@ -158,7 +159,7 @@ def main(args: argparse.Namespace) -> int:
         record_topology(deployment, run_dir / "keystone", out_dir)
     rc = summarize_outcomes(outcomes, out_dir)
     if cloud is not None:  # a local Keystone takes whatever was left with it
-        say_left_behind(outcomes, rallyenv.auth_url_of(cloud), args.spec)
+        say_left_behind(outcomes, rallyenv.auth_url_of(cloud), spec)
     where = f"cloud {rallyenv.auth_url_of(cloud)}" if cloud is not None else "existing cloud"
     summaries = recording.summaries_of_outcomes(outcomes, out_dir, "run")
     options.record_history(history, "run", out_dir, deployment, summaries, where=where)
