@@ -1,4 +1,6 @@
-"""What several verbs read from their command line: a deployment, a target, a cloud spec.
+"""What several verbs share beyond their option groups (verbs/groups): a cloud's spec,
+the load generator's measured ceiling, the results store, --scenario and the deprecated
+spelling of a renamed option.
 
 Not a verb: the verbs share it, and nothing below the verbs sees a Namespace.
 """
@@ -20,17 +22,6 @@ from rally_keystone_bench.history import records as history_records
 from rally_keystone_bench.history import store as history_store
 from rally_keystone_bench.verbs import recording
 from rally_keystone_bench.verdicts import capacity
-
-# Where Keystone's users live: options that gate applies to both sides.
-IDENTITY_FIELDS = (
-    "identity",
-    "ldap_pool",
-    "ldap_pool_size",
-    "ldap_auth_pool_size",
-    "ldap_tls",
-    "ldap_port",
-    "ldap_users",
-)
 
 
 def cloud_spec(args: argparse.Namespace) -> dict:

@@ -9,11 +9,19 @@ import dataclasses
 
 from rally_keystone_bench import boundary
 from rally_keystone_bench.deploy.deployment import Deployment as DeploymentSettings
-from rally_keystone_bench.verbs import options
 from rally_keystone_bench.verbs.applicability import DEPLOYMENT, Rule
 from rally_keystone_bench.verbs.groups.base import LOCAL, OptionGroup, fields
 
-IDENTITY_FIELDS = options.IDENTITY_FIELDS  # what gate applies to both sides
+# Where Keystone's users live: options that gate applies to both sides.
+IDENTITY_FIELDS = (
+    "identity",
+    "ldap_pool",
+    "ldap_pool_size",
+    "ldap_auth_pool_size",
+    "ldap_tls",
+    "ldap_port",
+    "ldap_users",
+)
 
 
 class Deployment(OptionGroup):
