@@ -100,11 +100,8 @@ class Mock(OptionGroup):
     help the verb's), and with STALL --mock-stall and --mock-stall-every."""
 
     def __init__(self, service_time: float, service_time_help: str, stall: bool) -> None:
-        self.service_time, self.service_time_help, self.stall = (
-            service_time,
-            service_time_help,
-            stall,
-        )
+        self.service_time, self.service_time_help = service_time, service_time_help
+        self.stall = stall
         dests = ("mock_workers", "mock_service_time")
         dests += ("mock_stall", "mock_stall_every") if stall else ()
         self.applies = dict.fromkeys(dests, MOCK)
@@ -169,8 +166,8 @@ class Engine(OptionGroup):
     ) -> None:
         self.choices, self.help, self.runner = choices, help, runner
         self.locust_dest, self.locust_help = locust_dest, locust_help
-        rules: dict[str, Rule] = {locust_dest: LOCUST, "runner": RALLY} if ruled else {}
-        self.applies = rules
+        # load checks its own (--engine rally runs on this host only)
+        self.applies: dict[str, Rule] = {locust_dest: LOCUST, "runner": RALLY} if ruled else {}
 
     def add(self, parser: argparse.ArgumentParser) -> None:
         self.add_engine(parser)
