@@ -46,10 +46,6 @@ VERBS = (
     ("tasks", "list (or copy) the task and deployment files shipped"),
     ("cleanup", "delete what a reuse TAG kept or a cut-short workload left"),
 )
-EXTRA_OPTIONS = {
-    "run": (verbs.run.add_trace_options,),
-    "gate": (verbs.gate.add_counter_options,),
-}
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -73,8 +69,6 @@ def build_parser() -> argparse.ArgumentParser:
         module = getattr(verbs, name)
         verb = sub.add_parser(name, help=help_text)
         module.add_arguments(verb)
-        for extra in EXTRA_OPTIONS.get(name, ()):
-            extra(verb)
         if name != "keystone":  # keystone's own sub-verbs (up, down, status) set theirs
             verb.set_defaults(func=module.main)
     _add_completion(sub)

@@ -8,6 +8,8 @@ from its parser default.
 
 The table, per verb: option dest -> (the option that decides, the values
 under which it applies). ``NONZERO`` means "when that option is set above 0".
+The rules are declared by the option groups a verb composes (verbs/groups) and
+by the verb for its own options; each verb registers them here.
 """
 
 from __future__ import annotations
@@ -26,40 +28,17 @@ Rule = tuple[str, Any]  # (deciding dest, allowed values or NONZERO)
 # Options of a local Keystone (Deployment's fields, as the CLI spells them).
 # (trace is set by run's and gate's own --trace, not a deployment option.)
 DEPLOYMENT = tuple(f.name for f in dataclasses.fields(Deployment) if f.name != "trace")
-_LOCAL = ("target", ("local",))
-_MOCK = ("target", ("mock",))
-_LOCUST = ("engine", ("locust",))
-_RALLY = ("engine", ("rally",))
+# Per verb: option dest -> its rule, in the order checked. Each verb registers the
+# rules of the option groups it composed (verbs/groups: each group's ``applies``)
+# and of its own options when its module is loaded.
+RULES: dict[str, dict[str, Rule]] = {}
 
-RULES: dict[str, dict[str, Rule]] = {
-    "capacity": {
-        **dict.fromkeys(DEPLOYMENT, _LOCAL),
-        "mock_workers": _MOCK,
-        "mock_service_time": _MOCK,
-        "spec": ("target", ("cloud",)),
-        "locust_workers": _LOCUST,
-        "runner": _RALLY,
-    },
-    "load": {
-        **dict.fromkeys((d for d in DEPLOYMENT if d != "workers"), _LOCAL),
-        "server_workers": _LOCAL,
-        "mock_workers": _MOCK,
-        "mock_service_time": _MOCK,
-        "mock_stall": _MOCK,
-        "mock_stall_every": _MOCK,
-        "spec": ("target", ("cloud",)),
-        "users": _LOCUST,
-        "http": _LOCUST,
-        "master_bind": _LOCUST,
-        "expect_timeout": _LOCUST,
-        "arrival": _LOCUST,
-    },
-    "run": {
-        **dict.fromkeys(DEPLOYMENT, ("existing_cloud", (False,))),
-        "trace_rate": ("trace", ("on",)),
-    },
-    "mock": {"stall_every": ("stall", NONZERO)},
-}
+
+def register(verb: str, rules: Mapping[str, Rule]) -> dict[str, Rule]:
+    """VERB's rules (RULES), as its option groups and own options declare them."""
+    RULES[verb] = dict(rules)
+    return RULES[verb]
+
 
 # How a deciding option reads in a message.
 _SAY = {

@@ -33,11 +33,28 @@ from rally_keystone_bench.errors import BenchError
 from rally_keystone_bench.history.records import ActionRow
 from rally_keystone_bench.plugins.contexts import reuse
 from rally_keystone_bench.report import capacity as capacity_report
-from rally_keystone_bench.verbs import options
+from rally_keystone_bench.verbs import applicability, groups, options
 from rally_keystone_bench.verdicts import capacity, capacity_search, probe_verdict, probing
 from rally_keystone_bench.verdicts.capacity import fmt
 
 say = rally_task.progress  # the search's progress lines
+
+# The option groups capacity composes; the rules they apply under, in the order checked.
+TARGET = groups.Target(default="local")
+MOCK = groups.Mock(
+    20.0, "--target mock: ms per token request and worker (default 20: 50 rps a worker)", False
+)
+DEPLOYMENT = groups.Deployment()
+ENGINE = groups.Engine(
+    ["rally", "locust"],
+    "load engine of every probe: rally (pooled_rps, default) or locust",
+    "locust_workers",
+    "--engine locust: worker processes on this host (default 1); "
+    "--workers stays the local Keystone's",
+    runner=True,
+    ruled=True,
+)
+applicability.register("capacity", groups.rules(DEPLOYMENT, MOCK, TARGET, ENGINE))
 
 
 def _finite(name: str, value: float) -> float:
@@ -69,28 +86,28 @@ def check_settings(args: argparse.Namespace) -> capacity.Settings:
         raise BenchError(f"--warmup must not be negative, not {warmup:g}")
     if window <= 0:
         raise BenchError(f"--window must be above 0 s, not {window:g}")
-    engine = getattr(args, "engine", None) or "rally"
-    locust_workers = getattr(args, "locust_workers", None) or 1
-    if getattr(args, "locust_workers", None) is not None and args.locust_workers < 1:
+    chosen = ENGINE.settings(args)
+    engine, runner = chosen.engine, chosen.runner
+    locust_workers = chosen.locust_workers or 1
+    if chosen.locust_workers is not None and chosen.locust_workers < 1:
         raise BenchError(  # load's 0 waits for --expect-workers: capacity starts its own
-            f"--locust-workers must be at least 1, not {args.locust_workers}: capacity "
+            f"--locust-workers must be at least 1, not {chosen.locust_workers}: capacity "
             "starts its Locust workers on this host"
         )
-    if getattr(args, "workers", None) is not None and getattr(args, "target", "local") != "local":
+    if args.workers is not None and args.target != "local":
         # --workers is the local Keystone's; a Locust user may read it as load.py's
         hint = ": the Locust engine's worker processes are --locust-workers K"
         raise BenchError(
             f"--workers is the local Keystone's server processes (--target local), "
             f"not --target {args.target}" + (hint if engine == "locust" else "")
         )
-    runner = getattr(args, "runner", None) or "pooled_rps"
-    ramp = getattr(args, "ramp", None)
+    ramp = args.ramp
     if engine == "rally" and runner != "pooled_rps" and ramp:
         raise BenchError(f"--ramp runs on the pooled_rps runner, not --runner {runner}")
     if ramp is None:  # default: bracket first, wherever the runner can ramp
         ramp = engine == "locust" or runner == "pooled_rps"
     predict = _check_predict(args, engine, ramp)
-    forced = options.check_rate("--high", high, engine, runner, getattr(args, "force", False))
+    forced = options.check_rate("--high", high, engine, runner, args.force)
     if forced:
         say(forced)
     if engine == "locust":
@@ -108,7 +125,7 @@ def check_settings(args: argparse.Namespace) -> capacity.Settings:
         window=window,
         max_slope=max_slope,
         precision=precision,
-        abort_on_sla_failure=getattr(args, "abort_on_sla_failure", True),
+        abort_on_sla_failure=args.abort_on_sla_failure,
         runner=runner,
         engine=engine,
         locust_workers=locust_workers,
@@ -120,8 +137,8 @@ def check_settings(args: argparse.Namespace) -> capacity.Settings:
 def _check_predict(args: argparse.Namespace, engine: str, ramp: bool) -> bool:
     """--predict: on by default where Keystone's busy time is read (a local Keystone's
     access log, probes on the Rally engine) and a ramp measures it first."""
-    asked = getattr(args, "predict", None)
-    possible = engine == "rally" and getattr(args, "target", "local") == "local"
+    asked = args.predict
+    possible = engine == "rally" and args.target == "local"
     if asked and not possible:
         raise BenchError(
             "--predict reads a local Keystone's access log: it needs --target local "
@@ -136,7 +153,7 @@ def _search_locust(
     settings: capacity.Settings,
     run_dir: Path,
     out_dir: Path,
-    args: argparse.Namespace,
+    where: groups.TargetSettings,
     probers: list[probing.Prober],
     plan: capacity.Plan,
     **target: Any,
@@ -148,7 +165,7 @@ def _search_locust(
         credential,
         auth_url,
     ):
-        described = targets.describe(args.target, auth_url, target.get("mock"))
+        described = targets.describe(where.target, auth_url, target.get("mock"))
         rally_task.progress(
             f"target: {described}; engine: locust, {settings.locust_workers} worker(s)"
         )
@@ -165,7 +182,7 @@ def _search_rally(
     settings: capacity.Settings,
     run_dir: Path,
     out_dir: Path,
-    args: argparse.Namespace,
+    where: groups.TargetSettings,
     probers: list[probing.Prober],
     plan: capacity.Plan,
     deployment: Any = None,
@@ -173,7 +190,7 @@ def _search_rally(
 ) -> tuple[capacity.Outcome, str]:
     """The search with every probe a real ``rally task start`` (a ramp first to bracket N)."""
     with targets.prepared_env(run_dir, deployment=deployment, **target) as env:
-        described = targets.describe(args.target, env.auth_url, target.get("mock"))
+        described = targets.describe(where.target, env.auth_url, target.get("mock"))
         rally_task.progress(f"target: {described}")
         ldap = targets.identity_task_args(deployment, {})
         prober = RallyProber(
@@ -184,7 +201,7 @@ def _search_rally(
             extra_args=ldap,
             evidence=ProbeEvidence(env.keystone_dir, say),
             plan=plan,
-            reuse=users_tag(args, ldap),
+            reuse=users_tag(where, ldap),
             sampling=machine_record.target_sampling(run_dir),  # the machine during each probe
         )
         probers.append(prober)
@@ -202,17 +219,18 @@ def _search_rally(
 def main(args: argparse.Namespace) -> int:
     """``keystone-bench capacity``: print N and write reports/<ts>/capacity.{json,html}."""
     settings = check_settings(args)
-    options.check_target(args)
+    where = TARGET.settings(args)
+    mocked = MOCK.settings(args)
     shipped.probe_task_path()
     deployment = cloud = mock = None
-    if args.target == "local":
-        deployment = options.checked_deployment(args)
-    elif args.target == "cloud":
-        cloud = options.cloud_spec(args)
-    options.check_history(args)
-    out_dir, run_dir = workspace.new_run_dirs(args.reports_dir)
-    if args.target == "mock":
-        mock = options.mock(args, run_dir)
+    if where.target == "local":
+        deployment = DEPLOYMENT.settings(args)
+    elif where.target == "cloud":
+        cloud = where.cloud_spec()
+    history = options.check_history(args)
+    out_dir, run_dir = workspace.new_run_dirs(where.reports_dir)
+    if where.target == "mock":
+        mock = mocked.keystone(run_dir)
     started_at = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
     t0 = time.monotonic()
     plan = capacity.Plan(capacity.estimated_probes(settings))
@@ -223,7 +241,7 @@ def main(args: argparse.Namespace) -> int:
         f"{plan.about} probes of {settings.warmup + settings.window:g} s ({how})"
     )
     probers: list[probing.Prober] = []  # the prober, once made: its probes are kept on error
-    target = args.target
+    target = where.target
     try:
         with interrupts.sigterm_as_interrupt():
             if settings.engine == "locust":
@@ -231,7 +249,7 @@ def main(args: argparse.Namespace) -> int:
                     settings,
                     run_dir,
                     out_dir,
-                    args,
+                    where,
                     probers,
                     plan,
                     cloud=cloud,
@@ -243,7 +261,7 @@ def main(args: argparse.Namespace) -> int:
                     settings,
                     run_dir,
                     out_dir,
-                    args,
+                    where,
                     probers,
                     plan,
                     cloud=cloud,
@@ -259,18 +277,23 @@ def main(args: argparse.Namespace) -> int:
                 partial, settings, target, out_dir, started_at, time.monotonic() - t0
             )
             rally_task.progress(f"the search did not finish; probes so far in {out_dir}")
-        say_left_behind(probers, cloud, args.spec)
+        say_left_behind(probers, cloud, where.spec)
         raise
     elapsed = time.monotonic() - t0
     json_path, html_path = capacity_report.write_reports(
         outcome, settings, target, out_dir, started_at, elapsed
     )
     print_outcome(outcome, (json_path, html_path), elapsed)
-    say_left_behind(probers, cloud, args.spec)
+    say_left_behind(probers, cloud, where.spec)
     if outcome.status == "not measurable":
         raise BenchError(outcome.message)
     options.record_history(
-        args, "capacity", out_dir, deployment, where=target, rows=[capacity_row(settings, outcome)]
+        history,
+        "capacity",
+        out_dir,
+        deployment,
+        where=target,
+        rows=[capacity_row(settings, outcome)],
     )
     return outcome.exit_code
 
@@ -287,11 +310,11 @@ def print_outcome(outcome: capacity.Outcome, paths: tuple[Path, Path], elapsed: 
     print(f"elapsed: {elapsed_text(elapsed)}, {runs} probes{setup_text(outcome.probes)}")
 
 
-def users_tag(args: argparse.Namespace, ldap: dict[str, Any]) -> str | None:
+def users_tag(where: groups.TargetSettings, ldap: dict[str, Any]) -> str | None:
     """The keystone_users reuse tag of a search on a local Keystone (its users made once,
     by the first probe, and reused by every other); None elsewhere: a cloud keeps
     nothing of ours after a probe, and a directory's users are never made."""
-    if args.target != "local" or ldap:
+    if where.target != "local" or ldap:
         return None
     return f"capacity-{uuid.uuid4().hex[:12]}"
 
@@ -357,24 +380,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "past the warm-up (default 0.01)",
     )
     parser.add_argument("--precision", type=boundary.non_negative, default=1.0, help="rps")
-    parser.add_argument(
-        "--runner",
-        choices=["pooled_rps", "rps"],
-        default="pooled_rps",
-        help="Rally runner of each probe: pooled_rps (ours, default) or Rally's rps",
-    )
-    parser.add_argument(
-        "--engine",
-        choices=["rally", "locust"],
-        default="rally",
-        help="load engine of every probe: rally (pooled_rps, default) or locust",
-    )
-    options.add_locust_workers_option(
-        parser,
-        "locust_workers",
-        "--engine locust: worker processes on this host (default 1); "
-        "--workers stays the local Keystone's",
-    )
+    ENGINE.add(parser)
     parser.add_argument(
         "--ramp",
         action=argparse.BooleanOptionalAction,
@@ -394,7 +400,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def add_target_arguments(parser: argparse.ArgumentParser) -> None:
     """What each probe measures (--target, the mock's and local Keystone's options)
     and where its results go."""
-    options.add_target_options(parser, default="local")
+    TARGET.add(parser)
     options.add_history_option(parser)
     parser.add_argument(
         "--abort-on-sla-failure",
@@ -402,14 +408,5 @@ def add_target_arguments(parser: argparse.ArgumentParser) -> None:
         default=True,
         help="stop a failing probe early (default on)",
     )
-    parser.add_argument(
-        "--mock-workers", type=boundary.positive_int, default=1, help="--target mock: processes"
-    )
-    parser.add_argument(
-        "--mock-service-time",
-        type=boundary.non_negative,
-        default=20.0,
-        metavar="MS",
-        help="--target mock: ms per token request and worker (default 20: 50 rps a worker)",
-    )
-    options.add_deployment_options(parser)
+    MOCK.add(parser)
+    DEPLOYMENT.add(parser)

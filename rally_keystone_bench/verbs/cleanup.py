@@ -26,9 +26,9 @@ from rally_keystone_bench.verbs import options
 
 def admin_credential(args: argparse.Namespace) -> dict[str, Any]:
     """Admin credentials from --spec, --run-dir's openrc, or the OS_* variables."""
-    if getattr(args, "spec", None):
+    if args.spec:
         return credentials.from_spec_file(args.spec)
-    if getattr(args, "run_dir", None):
+    if args.run_dir:
         openrc = Path(args.run_dir) / "openrc"
         if not openrc.exists():
             raise BenchError(f"{openrc} does not exist: is that a keystone-bench run directory?")
@@ -38,7 +38,7 @@ def admin_credential(args: argparse.Namespace) -> dict[str, Any]:
 
 def main(args: argparse.Namespace) -> int:
     """Delete the tag's projects, users and state file, or what the workloads left."""
-    given = [o for o in ("reuse", "workload", "load") if getattr(args, o, None)]
+    given = [o for o in (args.reuse, args.workload, args.load) if o]
     if len(given) != 1:
         raise BenchError("cleanup needs one of --reuse TAG, --workload-id ID or --load ID")
     if args.workload:

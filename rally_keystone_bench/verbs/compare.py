@@ -13,7 +13,7 @@ from rally_keystone_bench.driver import machine as machine_record
 from rally_keystone_bench.driver import reports
 from rally_keystone_bench.report import compare as compare_report
 from rally_keystone_bench.report import counters as report_counters
-from rally_keystone_bench.verbs import options
+from rally_keystone_bench.verbs import groups
 from rally_keystone_bench.verdicts import compare, counters, profiles, verdict_head
 
 
@@ -129,7 +129,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--threshold", type=boundary.non_negative, default=10.0, help="percent (default 10)"
     )
-    options.add_verdict_rules(parser)
+    groups.VerdictRules().add(parser)
     parser.add_argument(
         "--json", default=None, metavar="OUT", help="also write the comparison as JSON to OUT"
     )

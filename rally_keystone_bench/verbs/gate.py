@@ -50,8 +50,11 @@ from rally_keystone_bench.verbs import options as verb_options
 from rally_keystone_bench.verbs import recording
 from rally_keystone_bench.verbs.gate_options import (  # noqa: F401  (the CLI's)
     CLOUD_TASK,
+    CONF,
+    IDENTITY,
+    TRACING,
+    VERDICT_RULES,
     add_arguments,
-    add_counter_options,
 )
 from rally_keystone_bench.verdicts import family, pairing, verdict_head
 from rally_keystone_bench.verdicts.blocks import SAMPLE_SECONDS, SIDES, GateSettings
@@ -232,25 +235,25 @@ def side_name(deps: dict[str, Deployment], commits: dict[str, str], side: str) -
 
 def check_settings(args: argparse.Namespace) -> GateSettings:
     """The judging's settings from ARGS; BenchError (exit 2) on what the parser's types let by."""
-    verdict_head.check_rules(args.threshold, args.alpha, args.max_failure_increase)
-    if getattr(args, "max_sql_increase", 0) < 0:
-        raise BenchError(f"--max-sql-increase must be 0 or more, not {args.max_sql_increase}")
+    rules = VERDICT_RULES.settings(args)
+    verdict_head.check_rules(args.threshold, rules.alpha, rules.max_failure_increase)
+    TRACING.settings(args)  # --max-sql-increase below 0: refused here
     if args.block_seconds < 2 * SAMPLE_SECONDS:
         raise BenchError(f"--block-seconds must be at least {2 * SAMPLE_SECONDS:g}")
-    if 2.0 / 2**args.min_clean_blocks >= args.alpha:
+    if 2.0 / 2**args.min_clean_blocks >= rules.alpha:
         # All of n blocks one way gives the signed-rank test's smallest p, 2 / 2**n.
-        need = next(n for n in range(1, 64) if 2.0 / 2**n < args.alpha)
+        need = next(n for n in range(1, 64) if 2.0 / 2**n < rules.alpha)
         raise BenchError(
             f"--min-clean-blocks {args.min_clean_blocks} can never show a change at "
-            f"--alpha {args.alpha:g}: the signed-rank test needs at least {need} blocks"
+            f"--alpha {rules.alpha:g}: the signed-rank test needs at least {need} blocks"
         )
     return GateSettings(
         threshold=args.threshold,
-        alpha=args.alpha,
+        alpha=rules.alpha,
         block_seconds=args.block_seconds,
         min_clean=args.min_clean_blocks,
         bounds=pairing.Bounds(max_other_swing=args.max_interference, max_steal=args.max_steal),
-        max_failure_increase=args.max_failure_increase,
+        max_failure_increase=rules.max_failure_increase,
     )
 
 
@@ -261,19 +264,16 @@ def side_deployments(args: argparse.Namespace) -> tuple[dict[str, Deployment], d
     """
     baseline, commits = resolve_baseline(args)
     specs = {"baseline": baseline, "candidate": args.candidate}
-    identity = {
-        f: getattr(args, f)
-        for f in verb_options.IDENTITY_FIELDS
-        if getattr(args, f, None) is not None
-    }
-    shared = tuple(getattr(args, "conf", None) or ())
+    identity = IDENTITY.settings(args)
+    shared = CONF.settings(args)
+    own = {"baseline": args.baseline_option, "candidate": args.candidate_option}
     if Path(args.task).name == Path(CLOUD_TASK).name:
         identity["cache"] = "memcached"  # a side's own option=value still wins
         shared = (*CLOUD_CONF, *shared)  # and a --set of the same option too
     deps = {
         side: side_deployment(
             specs[side],
-            getattr(args, f"{side}_option", None) or [],
+            own[side] or [],
             f"--{side}-option",
             identity,
             shared,
@@ -287,7 +287,7 @@ def checked_inputs(args: argparse.Namespace) -> tuple:
     """The door: settings, task, its arguments, the deployments, their commits, whether the
     default task; BenchError (exit 2) on any bad input, before anything is built or started."""
     settings = check_settings(args)
-    task_args = workspace.parse_task_args(getattr(args, "task_args", None))
+    task_args = workspace.parse_task_args(args.task_args)
     # Each side's credentials and the durations are given to the task by the gate.
     # The default task's cache-off pass reads its own pair's credentials too.
     sides = [*SIDES, *(gate_passes.cache_off_name(side) for side in SIDES)]
@@ -298,25 +298,26 @@ def checked_inputs(args: argparse.Namespace) -> tuple:
     cloud = Path(args.task).name == Path(CLOUD_TASK).name
     if cloud:  # the default task's cache-off pass: a second pair without memcached
         deps = gate_passes.with_cache_off(deps)
-    verb_options.check_history(args)
-    return settings, task, task_args, deps, commits, cloud
+    history = verb_options.check_history(args)
+    return settings, task, task_args, deps, commits, cloud, history
 
 
 def main(args: argparse.Namespace) -> int:
     began = time.monotonic()
     # Every input is checked, and both environments built, before anything starts.
-    settings, task, task_args, deps, commits, cloud = checked_inputs(args)
+    settings, task, task_args, deps, commits, cloud, history = checked_inputs(args)
+    counters = TRACING.settings(args)
+    reports = Path(args.reports_dir)
+    limits = gate_runs.RunLimits(args.rounds, args.max_time, began, counters.profile)
     stamp = workspace.utc_stamp()
-    out_dir = (Path(args.reports_dir) / stamp).resolve()
+    out_dir = (reports / stamp).resolve()
     targets.build_envs(deps)  # a SPEC that does not install: no directory made yet
     run_root = workspace.run_dir(f"gate-{stamp}").resolve()
     out_dir.mkdir(parents=True, exist_ok=True)
-    traced = getattr(args, "trace", "on") == "on"
+    traced = counters.trace
     keystone_evidence.prepare_tracing(deps, run_root, traced)
     evidence = keystone_evidence.Evidence()
     names = {side: side_name(deps, commits, side) for side in SIDES}
-    profile = getattr(args, "profile", "on") == "on"
-    limits = gate_runs.RunLimits(args.rounds, args.max_time, began, profile)
     outcomes: list = []  # each task run's, for the results store
     with interrupts.sigterm_as_interrupt(), contextlib.ExitStack() as stack:
         for side in deps:  # a failed start's trace key and store too
@@ -334,10 +335,10 @@ def main(args: argparse.Namespace) -> int:
         )
     if traced:
         result.notes.extend(evidence.untraced([a.workload for a in result.actions]))
-    tolerance = getattr(args, "max_sql_increase", 0)
+    tolerance = counters.max_sql_increase
     rc = gate_reports.write_reports(result, out_dir, evidence, tolerance, traced)
     line = " | ".join(f"{side}: {names[side]}" for side in SIDES)
     summaries = recording.summaries_of_outcomes(outcomes, out_dir, "gate")
-    verb_options.record_history(args, "gate", out_dir, deps["candidate"], summaries, line=line)
+    verb_options.record_history(history, "gate", out_dir, deps["candidate"], summaries, line=line)
     print(gate_passes.total_line(began, setup))
     return rc

@@ -6,9 +6,18 @@ from __future__ import annotations
 import argparse
 
 from rally_keystone_bench import boundary
+from rally_keystone_bench.verbs import applicability, groups
 from rally_keystone_bench.verbs import options as verb_options
 
 CLOUD_TASK = "tasks/gate-cloud.yaml"
+
+# The option groups the gate composes: the verdict's rules, where Keystone's users live
+# and --set (both sides), and the counters (--trace, --max-sql-increase, --profile).
+VERDICT_RULES = groups.VerdictRules()
+IDENTITY = groups.Identity()
+CONF = groups.ConfSet()
+TRACING = groups.Tracing("gate")
+applicability.register("gate", groups.rules(VERDICT_RULES, IDENTITY, CONF, TRACING))
 
 
 def add_baseline_arguments(p: argparse.ArgumentParser) -> None:
@@ -32,32 +41,6 @@ def add_baseline_arguments(p: argparse.ArgumentParser) -> None:
         metavar="BRANCH",
         default=None,
         help="compare with where the candidate's HEAD left BRANCH (their merge base)",
-    )
-
-
-def add_counter_options(parser: argparse.ArgumentParser) -> None:
-    """--trace and --max-sql-increase: the verdict on Keystone's SQL statements per request."""
-    parser.add_argument(
-        "--trace",
-        choices=("on", "off"),
-        default="on",
-        help="trace every paired request on both sides (OSprofiler) and judge SQL "
-        "statements per request first (default on)",
-    )
-    parser.add_argument(
-        "--max-sql-increase",
-        type=int,
-        default=0,
-        metavar="N",
-        help="SQL statements per request (median) the candidate may add before the gate "
-        "fails (default 0: any increase fails)",
-    )
-    parser.add_argument(
-        "--profile",
-        choices=("on", "off"),
-        default="on",
-        help="sample both sides' servers with py-spy and say where the added time went "
-        "(default on)",
     )
 
 
@@ -85,7 +68,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default=10.0,
         help="a slowdown (or CPU per request growth) above this many percent fails (default 10)",
     )
-    verb_options.add_verdict_rules(parser)
+    VERDICT_RULES.add(parser)
     parser.add_argument(
         "--reports-dir",
         default="reports",
@@ -106,8 +89,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
             help=f"a deployment setting of the {side} only, e.g. password_hash_rounds=12, "
             "or a keystone.conf one, e.g. token.provider=jws",
         )
-    verb_options.add_identity_options(parser)
-    verb_options.add_set_option(parser)  # both sides; one side's: --candidate-option S.O=V
+    IDENTITY.add(parser)
+    CONF.add(parser)  # both sides; one side's: --candidate-option S.O=V
+    TRACING.add(parser)
 
 
 def add_schedule_arguments(parser: argparse.ArgumentParser) -> None:

@@ -11,6 +11,7 @@ report's summary.json files.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import math
 import sys
 import urllib.error
@@ -27,7 +28,22 @@ from rally_keystone_bench.verbs import options, recording
 from rally_keystone_bench.verdicts import series as history_series
 from rally_keystone_bench.verdicts.changepoints import ChangePointSettings
 
-FILTERS = ("workload", "action", "deployment", "machine")
+
+@dataclasses.dataclass(frozen=True)
+class Filters:
+    """The --workload, --action, --deployment and --machine given (None: any)."""
+
+    workload: str | None
+    action: str | None
+    deployment: str | None
+    machine: str | None
+
+    @classmethod
+    def of(cls, args: argparse.Namespace) -> Filters:
+        return cls(args.workload, args.action, args.deployment, args.machine)
+
+
+FILTERS = tuple(f.name for f in dataclasses.fields(Filters))  # each a --NAME TEXT option
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -169,20 +185,21 @@ def _analysed(args: argparse.Namespace, runs: list[dict[str, Any]]) -> list[tupl
     by_id = {r["id"]: r for r in runs}
     out = []
     for s in history_series.build_series(runs, args.metric, args.across_deployments):
-        if not _matches(args, s):
+        if not _matches(Filters.of(args), args.across_deployments, s):
             continue
         found = history_series.change_points(s, by_id, settings, records.commits_between)
         out.append((s, found))
     return out
 
 
-def _matches(args: argparse.Namespace, s: history_series.Series) -> bool:
+def _matches(filters: Filters, across_deployments: bool, s: history_series.Series) -> bool:
     """A series matches when every filter given is a substring of its field.
 
     Across deployments a series has no single deployment line: that filter was
     applied to the runs already (Store.runs)."""
-    names = [n for n in FILTERS if not (n == "deployment" and args.across_deployments)]
-    return all(not getattr(args, n) or getattr(args, n) in getattr(s, n) for n in names)
+    names = [n for n in FILTERS if not (n == "deployment" and across_deployments)]
+    given = dataclasses.asdict(filters)
+    return all(not given[n] or given[n] in getattr(s, n) for n in names)
 
 
 def main(args: argparse.Namespace) -> int:
@@ -198,7 +215,7 @@ def main(args: argparse.Namespace) -> int:
         raise BenchError(f"--history {url}: no such store (a run with --history creates it)")
     with Store.open(url) as store:
         where = store.where
-        runs = store.runs(**{name: getattr(args, name) for name in FILTERS})
+        runs = store.runs(**dataclasses.asdict(Filters.of(args)))
     if args.export:
         _export(args, runs)
         return 0

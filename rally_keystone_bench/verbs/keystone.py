@@ -9,9 +9,10 @@ from rally_keystone_bench.deploy.keystone import LocalKeystone
 from rally_keystone_bench.driver.targets import start_explained
 from rally_keystone_bench.driver.task import progress
 from rally_keystone_bench.errors import BenchError
-from rally_keystone_bench.verbs import options
+from rally_keystone_bench.verbs import groups
 
 DEFAULT_RUN_DIR = ".keystone-bench/keystone"
+DEPLOYMENT = groups.Deployment()  # keystone up's options
 
 
 def _run_dir(args: argparse.Namespace) -> Path:
@@ -29,7 +30,7 @@ def check_run_dir(path: Path, flag: str = "--run-dir") -> None:
 def keystone_up(args: argparse.Namespace) -> int:
     run_dir = _run_dir(args)
     # A bad SPEC or --set: one line, before the run directory is made.
-    ks = LocalKeystone(options.checked_deployment(args), run_dir, progress=progress)
+    ks = LocalKeystone(DEPLOYMENT.settings(args), run_dir, progress=progress)
     if ks.is_running():
         raise BenchError(f"a Keystone from {ks.run_dir} is already running: keystone down first")
     start_explained(ks)
@@ -66,7 +67,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     ks_sub = parser.add_subparsers(dest="action", metavar="ACTION")
     ks_sub.required = True
     up = ks_sub.add_parser("up", help="start a local Keystone and write RUN_DIR/openrc")
-    options.add_deployment_options(up)
+    DEPLOYMENT.add(up)
     up.add_argument(
         "--run-dir",
         default=None,

@@ -44,7 +44,7 @@ from rally_keystone_bench.engines.locust.prober import LocustProber
 from rally_keystone_bench.errors import BenchError
 from rally_keystone_bench.report import records, render
 from rally_keystone_bench.report.redact import redact
-from rally_keystone_bench.verbs import options, recording
+from rally_keystone_bench.verbs import applicability, groups, options, recording
 from rally_keystone_bench.verdicts import capacity, probing, results
 from rally_keystone_bench.verdicts.probing import LoadRun
 
@@ -83,7 +83,7 @@ def server_deployment(args: argparse.Namespace) -> Deployment:
     """The local Keystone's deployment: --server-workers are its workers."""
     server_args = argparse.Namespace(**vars(args))
     server_args.workers = args.server_workers
-    deployment = options.deployment(server_args)
+    deployment = DEPLOYMENT.unchecked(server_args)
     deployment.validate()
     return deployment
 
@@ -94,7 +94,7 @@ def admin_target(
 ) -> Iterator[tuple[dict[str, Any], str]]:
     """The admin credential of the target, started here (mock, local) and stopped after."""
     if args.target == "mock":
-        mock = options.mock(args, run_dir)
+        mock = MOCK.settings(args).keystone(run_dir)
         with mock:
             cap = mock.capacity_rps
             yield (
@@ -203,6 +203,28 @@ class LoadOutput:
 
 # Where a run's files go in the load's directory, by engine: its report, its
 # log (Locust's: a directory of the master's and workers' logs and samples).
+# The option groups load composes; the rules they and load's own options apply under,
+# in the order checked.
+TARGET = groups.Target(default="mock")
+MOCK = groups.Mock(5.0, "--target mock: milliseconds each token request takes (default 5)", True)
+DEPLOYMENT = groups.Deployment(workers=False)
+ENGINE = groups.Engine(
+    ["locust", "rally"],
+    "load engine of the probe: locust (default) or rally",
+    "workers",
+    "Locust worker processes started on this host (default 1, 0 with --expect-workers)",
+)
+applicability.register(
+    "load",
+    groups.rules(
+        DEPLOYMENT,
+        {"server_workers": groups.LOCAL},
+        MOCK,
+        TARGET,
+        dict.fromkeys(("users", "http", "master_bind", "expect_timeout", "arrival"), groups.LOCUST),
+    ),
+)
+
 RUN_FILES = {
     "rally": ("rally-report.json", "rally-task.log"),
     "locust": ("locust-report.json", "locust"),
@@ -316,7 +338,7 @@ def check_rally(settings: Any, force: bool = False) -> None:
 
 def run_rally(args: argparse.Namespace, settings: Any, out: LoadOutput, run_dir: Path) -> int:
     shipped.probe_task_path()  # a broken install is said before the target starts
-    mock = options.mock(args, run_dir) if args.target == "mock" else None
+    mock = MOCK.settings(args).keystone(run_dir) if args.target == "mock" else None
     cloud = options.cloud_spec(args) if args.target == "cloud" else None
     deployment = server_deployment(args) if args.target == "local" else None
     prober: RallyProber | None = None
@@ -382,7 +404,8 @@ def main(args: argparse.Namespace) -> int:
     if not args.scenario:
         raise BenchError("--scenario is required (authenticate, validate or lifecycle)")
     settings = settings_from(args)
-    options.check_target(args)
+    TARGET.settings(args)  # a --spec that is no cloud's
+    MOCK.settings(args)  # a stall without its period
     if args.engine == "locust":
         engine.bindable(settings.master_host, settings.master_port)  # before any load
     else:
@@ -417,23 +440,14 @@ def main(args: argparse.Namespace) -> int:
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """The options of ``keystone-bench load``."""
-    parser.add_argument(
-        "--engine",
-        choices=["locust", "rally"],
-        default="locust",
-        help="load engine of the probe: locust (default) or rally",
-    )
+    ENGINE.add_engine(parser)
     options.add_scenario_option(parser, "the token path probed", required=False)
     parser.add_argument("--rate", type=float, default=10.0, help="requests per second (target)")
     parser.add_argument("--duration", type=float, default=30.0, help="seconds measured")
     parser.add_argument(
         "--warmup", type=boundary.non_negative, default=0.0, help="seconds before, not kept"
     )
-    options.add_locust_workers_option(
-        parser,
-        "workers",
-        "Locust worker processes started on this host (default 1, 0 with --expect-workers)",
-    )
+    ENGINE.add_locust_workers(parser)
     options.add_deprecated_alias(parser, "--workers", "--locust-workers", dest="workers")
     parser.add_argument(
         "--expect-workers",
@@ -479,36 +493,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def add_target_arguments(parser: argparse.ArgumentParser) -> None:
     """What the probe measures (--target, the mock's and local Keystone's options)
     and where its results go."""
-    options.add_target_options(parser, default="mock")
-    parser.add_argument(
-        "--mock-workers", type=boundary.positive_int, default=1, help="--target mock: processes"
-    )
-    parser.add_argument(
-        "--mock-service-time",
-        type=boundary.non_negative,
-        default=5.0,
-        metavar="MS",
-        help="--target mock: milliseconds each token request takes (default 5)",
-    )
-    parser.add_argument(
-        "--mock-stall",
-        type=float,
-        default=0.0,
-        metavar="S",
-        help="--target mock: every worker stops answering for S seconds (needs --mock-stall-every)",
-    )
-    parser.add_argument(
-        "--mock-stall-every",
-        type=float,
-        default=0.0,
-        metavar="S",
-        help="--target mock: seconds from one stall to the next",
-    )
+    TARGET.add(parser)
+    MOCK.add(parser)
     parser.add_argument(
         "--server-workers",
         type=int,
         default=None,
         help="--target local: Keystone server worker processes (default 2)",
     )
-    options.add_deployment_options(parser, workers=False)
+    DEPLOYMENT.add(parser)
     options.add_history_option(parser)

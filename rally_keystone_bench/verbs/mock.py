@@ -8,6 +8,9 @@ from pathlib import Path
 from rally_keystone_bench import boundary, writer
 from rally_keystone_bench.deploy import mock
 from rally_keystone_bench.errors import BenchError
+from rally_keystone_bench.verbs import applicability
+
+applicability.register("mock", {"stall_every": ("stall", applicability.NONZERO)})
 
 
 def main(args: argparse.Namespace) -> int:

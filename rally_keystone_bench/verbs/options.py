@@ -1,4 +1,6 @@
-"""What several verbs read from their command line: a deployment, a target, a cloud spec.
+"""What several verbs share beyond their option groups (verbs/groups): a cloud's spec,
+the load generator's measured ceiling, the results store, --scenario and the deprecated
+spelling of a renamed option.
 
 Not a verb: the verbs share it, and nothing below the verbs sees a Namespace.
 """
@@ -6,17 +8,14 @@ Not a verb: the verbs share it, and nothing below the verbs sees a Namespace.
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import os
 import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from rally_keystone_bench import boundary
 from rally_keystone_bench.deploy import conf_options, identity
 from rally_keystone_bench.deploy.deployment import Deployment
-from rally_keystone_bench.deploy.mock import MockKeystone, check_stall
 from rally_keystone_bench.driver import rally as rallyenv
 from rally_keystone_bench.errors import BenchError, mask_urls
 from rally_keystone_bench.history import records as history_records
@@ -24,75 +23,12 @@ from rally_keystone_bench.history import store as history_store
 from rally_keystone_bench.verbs import recording
 from rally_keystone_bench.verdicts import capacity
 
-# Where Keystone's users live: options that gate applies to both sides.
-IDENTITY_FIELDS = (
-    "identity",
-    "ldap_pool",
-    "ldap_pool_size",
-    "ldap_auth_pool_size",
-    "ldap_tls",
-    "ldap_port",
-    "ldap_users",
-)
-
-
-def add_set_option(p: argparse.ArgumentParser) -> None:
-    """``--set SECTION.OPTION=VALUE``, repeatable: any keystone.conf setting."""
-    p.add_argument(
-        "--set",
-        dest="conf",
-        action="append",
-        default=None,
-        metavar="SECTION.OPTION=VALUE",
-        help="a keystone.conf setting, e.g. token.provider=jws (repeatable); checked "
-        "against the Keystone's own options before anything starts",
-    )
-
-
-def deployment(args: argparse.Namespace) -> Deployment:
-    """The Deployment of a verb's deployment options; unset options keep their defaults."""
-    names = [f.name for f in dataclasses.fields(Deployment)]
-    values = {n: getattr(args, n) for n in names if getattr(args, n, None) is not None}
-    return Deployment.from_mapping(values, "the command line")
-
-
-def checked_deployment(args: argparse.Namespace) -> Deployment:
-    """The deployment, validated, its Keystone environment built and its --set checked:
-    bad input said at the door, before a verb makes a file."""
-    from rally_keystone_bench.driver import targets
-
-    found = deployment(args)
-    found.validate()
-    targets.check_deployment(found)
-    return found
-
 
 def cloud_spec(args: argparse.Namespace) -> dict:
     """The Rally env spec of an existing cloud: --spec FILE, else the OS_* variables."""
     if args.spec:
         return rallyenv.load_spec_file(args.spec)
     return rallyenv.spec_from_environ(os.environ)
-
-
-def check_target(args: argparse.Namespace) -> None:
-    """--target and its options (capacity, load); BenchError before any load."""
-    if args.spec and args.target != "cloud":
-        raise BenchError("--spec describes an existing cloud: use it with --target cloud")
-    if args.target == "mock":  # --mock-workers and --mock-service-time: checked by their types
-        check_stall(getattr(args, "mock_stall", 0.0), getattr(args, "mock_stall_every", 0.0))
-    if args.target == "cloud" and args.spec and not Path(args.spec).is_file():
-        raise BenchError(f"env spec {args.spec} does not exist")
-
-
-def mock(args: argparse.Namespace, run_dir: Path) -> MockKeystone:
-    """The mock of --target mock, in RUN_DIR/mock (not started)."""
-    return MockKeystone(
-        workers=args.mock_workers,
-        service_time_ms=args.mock_service_time,
-        stall_s=getattr(args, "mock_stall", 0.0),
-        stall_every_s=getattr(args, "mock_stall_every", 0.0),
-        run_dir=run_dir / "mock",
-    )
 
 
 # What Rally's runners sent from one host at most, on the 2-core test machine
@@ -123,171 +59,6 @@ def check_rate(flag: str, rate: float, engine_name: str, runner: str, force: boo
     raise BenchError(f"{line}: lower it, or add --force to try anyway")
 
 
-def add_force_option(p: argparse.ArgumentParser) -> None:
-    p.add_argument(
-        "--force",
-        action="store_true",
-        help="start a rate above what the load generator sent here when measured "
-        "(doc/source/troubleshooting.rst); the result then says generator-limited",
-    )
-
-
-def add_deployment_options(p: argparse.ArgumentParser, workers: bool = True) -> None:
-    """Options that describe a local Keystone deployment (``load`` names its
-    server workers --server-workers: its --workers are Locust's)."""
-    p.add_argument(
-        "--port", type=boundary.port, default=None, help="loopback port (default: a free one)"
-    )
-    if workers:
-        p.add_argument(
-            "--workers",
-            type=boundary.positive_int,
-            default=None,
-            help="server worker processes (default 2)",
-        )
-    p.add_argument(
-        "--threads", type=boundary.positive_int, default=None, help="threads per worker (default 1)"
-    )
-    p.add_argument(
-        "--keystone",
-        metavar="SPEC",
-        default=None,
-        help="pip requirement (keystone==30.0.0) or a local checkout path "
-        "(default: the newest release)",
-    )
-    p.add_argument(
-        "--server",
-        choices=["uwsgi", "gunicorn", "apache", "nginx"],
-        default=None,
-        help="WSGI server (default uwsgi; nginx: nginx in front of uWSGI)",
-    )
-    _add_storage_options(p)
-
-
-def _add_storage_options(p: argparse.ArgumentParser) -> None:
-    """The database, its files, the cache, the nodes and the server's limits."""
-    p.add_argument(
-        "--db",
-        choices=["sqlite", "postgresql", "mysql"],
-        default=None,
-        help="database backend (default sqlite)",
-    )
-    p.add_argument(
-        "--db-url",
-        default=None,
-        help="server URL for postgresql/mysql; a fresh database is created there "
-        "and dropped at teardown",
-    )
-    p.add_argument(
-        "--cache",
-        choices=["none", "memcached"],
-        default=None,
-        help="oslo.cache backend (default none)",
-    )
-    p.add_argument(
-        "--db-storage",
-        choices=["disk", "tmpfs"],
-        default=None,
-        help="where the database's files live: disk (default) or tmpfs (/dev/shm; "
-        "postgresql gets a private server there)",
-    )
-    p.add_argument(
-        "--nodes",
-        type=int,
-        default=None,
-        metavar="N",
-        help="N Keystone servers sharing database and keys, behind --balancer",
-    )
-    p.add_argument(
-        "--balancer",
-        choices=["haproxy"],
-        default=None,
-        help="load balancer in front of --nodes on the auth URL's port (default with --nodes: "
-        "haproxy)",
-    )
-    p.add_argument(
-        "--password-hash-rounds",
-        type=boundary.number_in(4, 31, int),
-        default=None,
-        metavar="R",
-        help="bcrypt rounds for new passwords (default: upstream's)",
-    )
-    p.add_argument(
-        "--request-timeout",
-        type=boundary.number_in(1, 3600, int),
-        default=None,
-        metavar="S",
-        help="the server gives up on a worker silent this long, e.g. one that died "
-        "mid-request: uWSGI's router and nginx answer 502, gunicorn and Apache restart "
-        "the worker (default 35 s: above SQLite's 30 s busy timeout)",
-    )
-    add_identity_options(p)
-    add_set_option(p)
-
-
-def on_off(text: str) -> bool:
-    value = text.strip().lower()
-    if value not in ("on", "off"):
-        raise argparse.ArgumentTypeError(f"must be on or off, not {text!r}")
-    return value == "on"
-
-
-def add_identity_options(p: argparse.ArgumentParser) -> None:
-    """Where Keystone's users live: SQL, or a local LDAP directory (slapd)."""
-    p.add_argument(
-        "--identity",
-        choices=["sql", "ldap"],
-        default=None,
-        help="identity backend of the load's users: sql (default), or ldap: a local slapd "
-        "whose users live in a domain of their own (admin stays in SQL)",
-    )
-    p.add_argument(
-        "--ldap-pool",
-        type=on_off,
-        default=None,
-        metavar="on|off",
-        help="Keystone's LDAP connection pools: sets use_pool and use_auth_pool "
-        "(default: Keystone's, on)",
-    )
-    p.add_argument("--ldap-pool-size", type=int, default=None, metavar="N", help="[ldap] pool_size")
-    p.add_argument(
-        "--ldap-auth-pool-size", type=int, default=None, metavar="N", help="[ldap] auth_pool_size"
-    )
-    p.add_argument(
-        "--ldap-tls",
-        action="store_true",
-        default=None,
-        help="serve ldaps:// with a certificate made for the run",
-    )
-    p.add_argument("--ldap-port", type=int, default=None, help="slapd's port (default: a free one)")
-    p.add_argument(
-        "--ldap-users",
-        type=int,
-        default=None,
-        metavar="N",
-        help="users in the directory (default 8)",
-    )
-
-
-def add_verdict_rules(parser: argparse.ArgumentParser) -> None:
-    """--alpha and --max-failure-increase: the rules of an A/B verdict (compare, gate)."""
-    parser.add_argument(
-        "--alpha",
-        type=boundary.fraction,
-        default=0.01,
-        help="family-wise error rate of the verdicts: a change counts when its "
-        "corrected p-value is below this (default 0.01)",
-    )
-    parser.add_argument(
-        "--max-failure-increase",
-        type=boundary.number_in(0, 100),
-        default=0.0,
-        metavar="POINTS",
-        help="failures may rise by this many percentage points when significant "
-        "(default 0: any significant increase fails)",
-    )
-
-
 # -- the results store (doc/source/history.rst) -------------------------------------
 def add_history_option(p: argparse.ArgumentParser) -> None:
     """``--history STORE``: record what the verb measured (run, gate, capacity, matrix,
@@ -303,7 +74,7 @@ def add_history_option(p: argparse.ArgumentParser) -> None:
 
 def history_url(args: argparse.Namespace) -> str | None:
     """The store named by --history, else by the environment; None: do not record."""
-    return getattr(args, "history", None) or os.environ.get(history_store.ENV_VAR) or None
+    return args.history or os.environ.get(history_store.ENV_VAR) or None
 
 
 def check_history(args: argparse.Namespace) -> str | None:
@@ -319,7 +90,7 @@ def deployment_line(deployment: Deployment) -> str:
 
 
 def record_history(
-    args: argparse.Namespace,
+    store: argparse.Namespace | str | None,
     verb: str,
     out_dir: Path,
     deployment: Deployment | None,
@@ -331,8 +102,9 @@ def record_history(
     """Record SUMMARIES, the (task name, summary.json document) pairs a verb wrote under
     OUT_DIR as it kept them in memory (recording.summaries_of), and ROWS it made, as one
     run; its id (None: no store, or nothing measured). WHERE names a target without a
-    local deployment; LINE replaces the deployment line (gate: both sides)."""
-    url = history_url(args)
+    local deployment; LINE replaces the deployment line (gate: both sides). STORE: the
+    store's URL as check_history gave it (None: no store), or a verb's arguments."""
+    url = history_url(store) if isinstance(store, argparse.Namespace) else store
     if not url:
         return None
     rows = [*rows, *history_records.rows_from_summaries(summaries)]
@@ -359,49 +131,10 @@ def record_history(
     return run_id
 
 
-TARGET_HELP = {
-    "local": "what is measured: a local Keystone (default), the cloud of the OS_* "
-    "variables or --spec, or the mock",
-    "mock": "what is measured: the mock (default), a local Keystone, or the cloud "
-    "of the OS_* variables or --spec",
-}
-
-
-def add_target_options(parser: argparse.ArgumentParser, default: str) -> None:
-    """--target (DEFAULT: local or mock), --spec, --reports-dir and --force, as capacity
-    and load declare them."""
-    parser.add_argument(
-        "--target", choices=["local", "cloud", "mock"], default=default, help=TARGET_HELP[default]
-    )
-    parser.add_argument(
-        "--spec",
-        default=None,
-        help="--target cloud: a Rally env spec file (default: the OS_* variables)",
-    )
-    parser.add_argument(
-        "--reports-dir",
-        default="reports",
-        help="where the reports go, in a directory per run (default reports)",
-    )
-    add_force_option(parser)
-
-
 def add_scenario_option(parser: argparse.ArgumentParser, help: str, required: bool) -> None:
     """``--scenario``: the token path a probe runs (capacity searches two of them)."""
     parser.add_argument(
         "--scenario", choices=list(capacity.PROBE_SCENARIOS), required=required, help=help
-    )
-
-
-def add_locust_workers_option(parser: argparse.ArgumentParser, dest: str, help: str) -> None:
-    """``--locust-workers K``: the Locust engine's worker processes on this host."""
-    parser.add_argument(
-        "--locust-workers",
-        dest=dest,
-        type=boundary.number_in(0, None, int),
-        default=None,
-        metavar="K",
-        help=help,
     )
 
 

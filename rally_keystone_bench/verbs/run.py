@@ -23,54 +23,18 @@ from rally_keystone_bench.driver import rally as rallyenv
 from rally_keystone_bench.driver import task as rally_task
 from rally_keystone_bench.driver.left_behind import say_left_behind
 from rally_keystone_bench.driver.outcome import TaskOutcome
-from rally_keystone_bench.errors import BenchError, Interrupted
+from rally_keystone_bench.errors import Interrupted
 from rally_keystone_bench.report import records
-from rally_keystone_bench.verbs import options, recording
+from rally_keystone_bench.verbs import applicability, groups, options, recording
 from rally_keystone_bench.verdicts import stats
 
 DEFAULT_TASK = "tasks/token-suite.yaml"
 
-
-def add_trace_options(parser: argparse.ArgumentParser) -> None:
-    """--trace and --trace-rate: Keystone's own cost counters (doc/source/counters.rst)."""
-    parser.add_argument(
-        "--trace",
-        choices=("on", "off"),
-        default="on",
-        help="a local Keystone traces the requests our clients sign (OSprofiler, SQL "
-        "statements): SQL statements and DB time per request in the summary (default on)",
-    )
-    parser.add_argument(
-        "--profile",
-        choices=("on", "off"),
-        default="on",
-        help="sample a local Keystone's server processes with py-spy during each task: "
-        "a flame graph in the summary (default on)",
-    )
-    parser.add_argument(
-        "--observe",
-        choices=("on", "off"),
-        default="on",
-        help="off: neither tracing nor profiling (--trace off --profile off), for latencies "
-        "free of their cost (tracing every request: about 3 %% of the median latency, "
-        "doc/source/counters.rst; py-spy's CPU is printed after each task)",
-    )
-    parser.add_argument(
-        "--trace-rate",
-        type=float,
-        default=1.0,
-        metavar="FRACTION",
-        help="fraction of each client's requests traced, spread evenly per kind of request "
-        "(default 1: all; costs about 3 %% of latency, see doc/source/counters.rst)",
-    )
-
-
-def check_trace_options(args: argparse.Namespace) -> float:
-    """The trace rate; BenchError on a bad one."""
-    rate = getattr(args, "trace_rate", 1.0)
-    if not 0.0 <= rate <= 1.0:
-        raise BenchError(f"--trace-rate must be 0-1, not {rate:g}")
-    return rate
+# The option groups run composes: a local Keystone's options apply without
+# --existing-cloud or --spec, --trace-rate under --trace on.
+DEPLOYMENT = groups.Deployment(when=("existing_cloud", (False,)))
+TRACING = groups.Tracing("run")
+applicability.register("run", groups.rules(DEPLOYMENT, TRACING))
 
 
 def _counter_columns(found: dict | None) -> tuple[bool, bool]:
@@ -157,35 +121,35 @@ def format_table(
 
 def main(args: argparse.Namespace) -> int:
     # Everything that can be checked is checked before any load is sent.
-    if getattr(args, "observe", "on") == "off":
-        args.trace = args.profile = "off"
+    tracing = TRACING.settings(args)
+    spec, reports_dir = args.spec, args.reports_dir  # run's own options
     task_args = workspace.parse_task_args(args.task_args)
     cloud = deployment = None
-    if args.existing_cloud or args.spec:
+    if args.existing_cloud or spec:
         cloud = options.cloud_spec(args)
     else:
-        deployment = options.deployment(args)
-        deployment.trace = getattr(args, "trace", "off") == "on"
+        deployment = DEPLOYMENT.unchecked(args)
+        deployment.trace = tracing.trace
         deployment.validate()
         task_args = targets.identity_task_args(deployment, task_args)
     # Checked with every argument the run gives them (an LDAP deployment's ldap_domain).
     tasks = [task_files.checked(t, task_args) for t in args.tasks or [DEFAULT_TASK]]
-    rate = check_trace_options(args)
-    options.check_history(args)
+    rate = tracing.checked_rate()
+    history = options.check_history(args)
     if deployment is not None:  # a SPEC that does not install, a --set it refuses
         targets.check_deployment(deployment)
-    out_dir, run_dir = workspace.new_run_dirs(args.reports_dir)
+    out_dir, run_dir = workspace.new_run_dirs(reports_dir)
     try:
         outcomes = _run_tasks(
             tasks, task_args, cloud, deployment, out_dir, run_dir, rate,
-            profile=getattr(args, "profile", "off") == "on",
+            profile=tracing.profile,
         )  # fmt: skip
     except Interrupted as exc:
         # The Keystone is stopped by now; say what ran and where its reports are.
         done = getattr(exc, "outcomes", [])
         summarize_outcomes(done, out_dir)
         if cloud is not None:
-            say_left_behind(done, rallyenv.auth_url_of(cloud), args.spec)
+            say_left_behind(done, rallyenv.auth_url_of(cloud), spec)
         raise
     finally:
         workspace.remove_if_empty(out_dir, run_dir)  # a cloud that does not answer
@@ -195,10 +159,10 @@ def main(args: argparse.Namespace) -> int:
         record_topology(deployment, run_dir / "keystone", out_dir)
     rc = summarize_outcomes(outcomes, out_dir)
     if cloud is not None:  # a local Keystone takes whatever was left with it
-        say_left_behind(outcomes, rallyenv.auth_url_of(cloud), args.spec)
+        say_left_behind(outcomes, rallyenv.auth_url_of(cloud), spec)
     where = f"cloud {rallyenv.auth_url_of(cloud)}" if cloud is not None else "existing cloud"
     summaries = recording.summaries_of_outcomes(outcomes, out_dir, "run")
-    options.record_history(args, "run", out_dir, deployment, summaries, where=where)
+    options.record_history(history, "run", out_dir, deployment, summaries, where=where)
     return rc
 
 
@@ -346,5 +310,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default="reports",
         help="where the reports go, in a directory per run (default reports)",
     )
-    options.add_deployment_options(parser)
+    DEPLOYMENT.add(parser)
     options.add_history_option(parser)
+    TRACING.add(parser)

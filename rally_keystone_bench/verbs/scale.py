@@ -29,10 +29,11 @@ from rally_keystone_bench.deploy.deployment import Deployment
 from rally_keystone_bench.driver import interrupts, targets, task_files, task_reports, workspace
 from rally_keystone_bench.errors import BenchError, Interrupted
 from rally_keystone_bench.report import scale as report
-from rally_keystone_bench.verbs import options, recording
+from rally_keystone_bench.verbs import groups, options, recording
 from rally_keystone_bench.verdicts import growth
 
 TASK = "data-sizes.yaml"
+DEPLOYMENT = groups.Deployment()  # the local Keystone each point starts
 ACTIONS = {
     "validate": "keystone.validate_token",
     "validate-catalog": "keystone.validate_token",
@@ -92,7 +93,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         default="reports",
         help="where the reports go, in a directory per run (default reports)",
     )
-    options.add_deployment_options(p)
+    DEPLOYMENT.add(p)
     options.add_history_option(p)
 
 
@@ -100,7 +101,7 @@ def main(args: argparse.Namespace) -> int:
     plan = growth.plan_sweep(args.dimension, args.values)
     if not args.force:
         machine_limits.check_data_size(plan.values[-1], plan.dimension.unit)
-    deployment = options.deployment(args)
+    deployment = DEPLOYMENT.unchecked(args)
     deployment.validate()
     point_deployment(deployment, plan.dimension, plan.values[0])  # a clash is bad input
     task = task_files.checked(TASK, {})

@@ -74,8 +74,8 @@ def test_plugins_import_only_what_rally_may_load(path):
 # What the verbs share, not verbs themselves: their options, names a user
 # gives (matrix rows) and which option applies to which target and engine;
 # gate_options: the gate's option declarations, apart from the gate's run;
-# recording: what a verb hands the results store.
-SHARED_VERB_MODULES = ("options", "names", "applicability", "gate_options", "recording")
+# recording: what a verb hands the results store; groups: the option groups verbs compose.
+SHARED_VERB_MODULES = ("options", "names", "applicability", "gate_options", "recording", "groups")
 
 
 def test_no_module_imports_a_verb_but_the_cli():

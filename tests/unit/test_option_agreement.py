@@ -11,6 +11,7 @@ import argparse
 import collections
 import re
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -190,3 +191,68 @@ def test_only_history_names_a_workload_with_workload():
         "validate",
         "validate-catalog",
     ]
+
+
+# -- one dest, one help: the option groups (verbs/groups) declare each once -------------
+# A flag whose dest differs between verbs, with why.
+PER_VERB_DESTS = {
+    "--locust-workers": "load keeps dest workers, which its deprecated --workers also sets",
+}
+# A flag whose help differs between verbs because it means the verb's own thing there
+# (or says the verb's own default). A new flag of several verbs says one thing.
+PER_VERB_HELP = {
+    "--alpha": "compare and gate judge runs, history the change points of a series",
+    "--engine": "load probes once, capacity probes every step (their defaults differ)",
+    "--force": "capacity and load pass a rate ceiling, scale a data size limit",
+    "--html": "compare's page of an A/B, history's of its series",
+    "--locust-workers": "load waits for --expect-workers with 0; capacity starts its own",
+    "--mock-service-time": "the defaults differ (PER_VERB_DEFAULTS)",
+    "--out": "history's export file, report's directory",
+    "--port": "mock's own port, a local Keystone's elsewhere",
+    "--profile": "run profiles its Keystone, gate both sides",
+    "--run-dir": "cleanup reads its openrc, mock and keystone keep their files there",
+    "--scenario": "capacity searches two token paths, load probes any",
+    "--spec": "cleanup's admin credentials; capacity's and load's target, run's cloud",
+    "--target": "the defaults differ (PER_VERB_DEFAULTS)",
+    "--task": "gate's and matrix's default tasks differ",
+    "--task-args": "one task (gate, matrix) or several (run)",
+    "--threshold": "compare's slowdown, gate's slowdown or CPU growth",
+    "--trace": "run traces its Keystone, gate both sides and judges the counts",
+    "--warmup": "the defaults differ (PER_VERB_DEFAULTS)",
+    "--workers": "the mock's processes, a local Keystone's elsewhere",
+}
+
+
+def differing(field: str) -> set[str]:
+    """The flags declared by several verbs with more than one FIELD (dest or help)."""
+    found: dict[str, set[str]] = collections.defaultdict(set)
+    for _verb, parser in verb_parsers(cli.build_parser()):
+        for action in parser._actions:
+            if isinstance(action, (argparse._HelpAction, DeprecatedAlias)):
+                continue
+            for flag in action.option_strings:
+                if flag.startswith("--"):
+                    found[flag].add(repr(getattr(action, field)))
+    return {flag for flag, seen in found.items() if len(seen) > 1}
+
+
+@pytest.mark.parametrize("field, known", [("dest", PER_VERB_DESTS), ("help", PER_VERB_HELP)])
+def test_a_flag_of_several_verbs_has_one_dest_and_one_help(field, known):
+    """A flag declared twice with another dest or help is a second home: declare it once
+    (an option group), or say here why it differs; one that became one comes off."""
+    assert sorted(differing(field) - set(known)) == []
+    assert sorted(set(known) - differing(field)) == []
+
+
+def test_no_verb_reads_an_option_through_getattr_with_a_default_of_its_own():
+    """A verb's defaults live in its declarations: the option groups (verbs/groups) read
+    what they declared; applicability's check reads options by their dest, by design."""
+    verbs_dir = Path(cli.__file__).parent / "verbs"
+    found = [
+        f"{path.relative_to(verbs_dir)}:{n}"
+        for path in sorted(verbs_dir.rglob("*.py"))
+        if path.parent.name != "groups" and path.name != "applicability.py"
+        for n, line in enumerate(path.read_text().splitlines(), 1)
+        if "getattr(args" in line
+    ]
+    assert found == []

@@ -1,0 +1,202 @@
+"""What a probe measures and with what: the target (--target, --spec, --reports-dir,
+--force), the mock's options and the load engine's."""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+from pathlib import Path
+
+from rally_keystone_bench import boundary
+from rally_keystone_bench.deploy.mock import MockKeystone, check_stall
+from rally_keystone_bench.errors import BenchError
+from rally_keystone_bench.verbs import options
+from rally_keystone_bench.verbs.applicability import Rule
+from rally_keystone_bench.verbs.groups.base import LOCUST, MOCK, RALLY, OptionGroup
+
+TARGET_HELP = {
+    "local": "what is measured: a local Keystone (default), the cloud of the OS_* "
+    "variables or --spec, or the mock",
+    "mock": "what is measured: the mock (default), a local Keystone, or the cloud "
+    "of the OS_* variables or --spec",
+}
+
+
+@dataclasses.dataclass(frozen=True)
+class TargetSettings:
+    target: str  # local, cloud or mock
+    spec: str | None  # --target cloud: a Rally env spec file
+    reports_dir: str
+    force: bool
+
+    def cloud_spec(self) -> dict:
+        """The Rally env spec of the cloud: --spec FILE, else the OS_* variables."""
+        return options.cloud_spec(argparse.Namespace(spec=self.spec))
+
+
+class Target(OptionGroup):
+    """--target (DEFAULT: local or mock), --spec, --reports-dir and --force, as capacity
+    and load declare them."""
+
+    applies = {"spec": ("target", ("cloud",))}
+
+    def __init__(self, default: str) -> None:
+        self.default = default
+
+    def add(self, parser: argparse.ArgumentParser) -> None:
+        parser.add_argument(
+            "--target",
+            choices=["local", "cloud", "mock"],
+            default=self.default,
+            help=TARGET_HELP[self.default],
+        )
+        parser.add_argument(
+            "--spec",
+            default=None,
+            help="--target cloud: a Rally env spec file (default: the OS_* variables)",
+        )
+        parser.add_argument(
+            "--reports-dir",
+            default="reports",
+            help="where the reports go, in a directory per run (default reports)",
+        )
+        parser.add_argument(
+            "--force",
+            action="store_true",
+            help="start a rate above what the load generator sent here when measured "
+            "(doc/source/troubleshooting.rst); the result then says generator-limited",
+        )
+
+    def settings(self, args: argparse.Namespace) -> TargetSettings:
+        """The target; BenchError for a --spec that cannot be one."""
+        found = TargetSettings(args.target, args.spec, args.reports_dir, args.force)
+        if found.spec and found.target != "cloud":
+            raise BenchError("--spec describes an existing cloud: use it with --target cloud")
+        if found.target == "cloud" and found.spec and not Path(found.spec).is_file():
+            raise BenchError(f"env spec {found.spec} does not exist")
+        return found
+
+
+@dataclasses.dataclass(frozen=True)
+class MockSettings:
+    workers: int
+    service_time_ms: float
+    stall_s: float
+    stall_every_s: float
+
+    def keystone(self, run_dir: Path) -> MockKeystone:
+        """The mock, in RUN_DIR/mock (not started)."""
+        return MockKeystone(
+            workers=self.workers,
+            service_time_ms=self.service_time_ms,
+            stall_s=self.stall_s,
+            stall_every_s=self.stall_every_s,
+            run_dir=run_dir / "mock",
+        )
+
+
+class Mock(OptionGroup):
+    """The mock of --target mock: --mock-workers, --mock-service-time (its default and
+    help the verb's), and with STALL --mock-stall and --mock-stall-every."""
+
+    def __init__(self, service_time: float, service_time_help: str, stall: bool) -> None:
+        self.service_time, self.service_time_help = service_time, service_time_help
+        self.stall = stall
+        dests = ("mock_workers", "mock_service_time")
+        dests += ("mock_stall", "mock_stall_every") if stall else ()
+        self.applies = dict.fromkeys(dests, MOCK)
+
+    def add(self, parser: argparse.ArgumentParser) -> None:
+        parser.add_argument(
+            "--mock-workers", type=boundary.positive_int, default=1, help="--target mock: processes"
+        )
+        parser.add_argument(
+            "--mock-service-time",
+            type=boundary.non_negative,
+            default=self.service_time,
+            metavar="MS",
+            help=self.service_time_help,
+        )
+        if not self.stall:
+            return
+        parser.add_argument(
+            "--mock-stall",
+            type=float,
+            default=0.0,
+            metavar="S",
+            help="--target mock: every worker stops answering for S seconds "
+            "(needs --mock-stall-every)",
+        )
+        parser.add_argument(
+            "--mock-stall-every",
+            type=float,
+            default=0.0,
+            metavar="S",
+            help="--target mock: seconds from one stall to the next",
+        )
+
+    def settings(self, args: argparse.Namespace) -> MockSettings:
+        """The mock's settings (a stall without its period: BenchError, under --target mock)."""
+        stall = (args.mock_stall, args.mock_stall_every) if self.stall else (0.0, 0.0)
+        if args.target == "mock":  # --mock-workers and --mock-service-time: by their types
+            check_stall(*stall)
+        return MockSettings(args.mock_workers, args.mock_service_time, *stall)
+
+
+@dataclasses.dataclass(frozen=True)
+class EngineSettings:
+    engine: str  # rally or locust
+    runner: str | None  # the Rally runner (None: the verb has no --runner)
+    locust_workers: int | None  # None: not given
+
+
+class Engine(OptionGroup):
+    """--engine (its choices, default and help the verb's), --runner with RUNNER, and
+    --locust-workers K (its dest LOCUST_DEST, its help LOCUST_HELP); with RULED,
+    --runner applies to --engine rally and --locust-workers to --engine locust."""
+
+    def __init__(
+        self,
+        choices: list[str],
+        help: str,
+        locust_dest: str,
+        locust_help: str,
+        runner: bool = False,
+        ruled: bool = False,
+    ) -> None:
+        self.choices, self.help, self.runner = choices, help, runner
+        self.locust_dest, self.locust_help = locust_dest, locust_help
+        # load checks its own (--engine rally runs on this host only)
+        self.applies: dict[str, Rule] = {locust_dest: LOCUST, "runner": RALLY} if ruled else {}
+
+    def add(self, parser: argparse.ArgumentParser) -> None:
+        self.add_engine(parser)
+        self.add_locust_workers(parser)
+
+    def add_engine(self, parser: argparse.ArgumentParser) -> None:
+        """--runner (with RUNNER) and --engine (load declares its --locust-workers later)."""
+        if self.runner:
+            parser.add_argument(
+                "--runner",
+                choices=["pooled_rps", "rps"],
+                default="pooled_rps",
+                help="Rally runner of each probe: pooled_rps (ours, default) or Rally's rps",
+            )
+        parser.add_argument(
+            "--engine", choices=self.choices, default=self.choices[0], help=self.help
+        )
+
+    def add_locust_workers(self, parser: argparse.ArgumentParser) -> None:
+        """``--locust-workers K``: the Locust engine's worker processes on this host."""
+        parser.add_argument(
+            "--locust-workers",
+            dest=self.locust_dest,
+            type=boundary.number_in(0, None, int),
+            default=None,
+            metavar="K",
+            help=self.locust_help,
+        )
+
+    def settings(self, args: argparse.Namespace) -> EngineSettings:
+        runner = args.runner if self.runner else None
+        return EngineSettings(args.engine, runner, vars(args)[self.locust_dest])
