@@ -16,7 +16,7 @@ CLOUD_TASK = "tasks/gate-cloud.yaml"
 VERDICT_RULES = groups.VerdictRules()
 IDENTITY = groups.Identity()
 CONF = groups.ConfSet()
-TRACING = groups.Tracing("gate")
+TRACING = groups.Counters()
 applicability.register("gate", groups.rules(VERDICT_RULES, IDENTITY, CONF, TRACING))
 
 

@@ -339,7 +339,7 @@ def check_rally(settings: Any, force: bool = False) -> None:
 def run_rally(args: argparse.Namespace, settings: Any, out: LoadOutput, run_dir: Path) -> int:
     shipped.probe_task_path()  # a broken install is said before the target starts
     mock = MOCK.settings(args).keystone(run_dir) if args.target == "mock" else None
-    cloud = options.cloud_spec(args) if args.target == "cloud" else None
+    cloud = options.cloud_spec(args.spec) if args.target == "cloud" else None
     deployment = server_deployment(args) if args.target == "local" else None
     prober: RallyProber | None = None
     try:

@@ -24,10 +24,10 @@ from rally_keystone_bench.verbs import recording
 from rally_keystone_bench.verdicts import capacity
 
 
-def cloud_spec(args: argparse.Namespace) -> dict:
-    """The Rally env spec of an existing cloud: --spec FILE, else the OS_* variables."""
-    if args.spec:
-        return rallyenv.load_spec_file(args.spec)
+def cloud_spec(spec: str | None) -> dict:
+    """The Rally env spec of an existing cloud: --spec SPEC, else the OS_* variables."""
+    if spec:
+        return rallyenv.load_spec_file(spec)
     return rallyenv.spec_from_environ(os.environ)
 
 

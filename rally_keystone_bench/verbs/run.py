@@ -33,7 +33,7 @@ DEFAULT_TASK = "tasks/token-suite.yaml"
 # The option groups run composes: a local Keystone's options apply without
 # --existing-cloud or --spec, --trace-rate under --trace on.
 DEPLOYMENT = groups.Deployment(when=("existing_cloud", (False,)))
-TRACING = groups.Tracing("run")
+TRACING = groups.Tracing()
 applicability.register("run", groups.rules(DEPLOYMENT, TRACING))
 
 
@@ -126,7 +126,7 @@ def main(args: argparse.Namespace) -> int:
     task_args = workspace.parse_task_args(args.task_args)
     cloud = deployment = None
     if args.existing_cloud or spec:
-        cloud = options.cloud_spec(args)
+        cloud = options.cloud_spec(spec)
     else:
         deployment = DEPLOYMENT.unchecked(args)
         deployment.trace = tracing.trace

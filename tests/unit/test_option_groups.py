@@ -23,8 +23,8 @@ GROUPS = [
     groups.VerdictRules(),
     groups.Identity(),
     groups.ConfSet(),
-    groups.Tracing("run"),
-    groups.Tracing("gate"),
+    groups.Tracing(),
+    groups.Counters(),
 ]
 
 
@@ -59,7 +59,7 @@ def test_settings_are_frozen_and_take_the_declared_defaults(group):
 
 
 def test_run_observe_off_turns_tracing_and_profiling_off():
-    run = groups.Tracing("run")
+    run = groups.Tracing()
     settings = run.settings(parsed(run, "--observe", "off"))
     assert (settings.trace, settings.profile, settings.trace_rate) == (False, False, 1.0)
     with pytest.raises(BenchError, match="--trace-rate must be 0-1, not 2"):
@@ -67,7 +67,7 @@ def test_run_observe_off_turns_tracing_and_profiling_off():
 
 
 def test_gate_refuses_a_negative_sql_increase():
-    gate = groups.Tracing("gate")
+    gate = groups.Counters()
     with pytest.raises(BenchError, match="--max-sql-increase must be 0 or more, not -1"):
         gate.settings(parsed(gate, "--max-sql-increase", "-1"))
 

@@ -9,7 +9,7 @@ groups a verb composed declare (``applies``).
 from rally_keystone_bench.verbs.groups.base import LOCAL, LOCUST, MOCK, RALLY, OptionGroup, rules
 from rally_keystone_bench.verbs.groups.deployment import ConfSet, Deployment, Identity
 from rally_keystone_bench.verbs.groups.target import Engine, Mock, Target
-from rally_keystone_bench.verbs.groups.verdict import Tracing, VerdictRules
+from rally_keystone_bench.verbs.groups.verdict import Counters, Tracing, VerdictRules
 
 __all__ = [
     "LOCAL",
@@ -17,6 +17,7 @@ __all__ = [
     "MOCK",
     "RALLY",
     "ConfSet",
+    "Counters",
     "Deployment",
     "Engine",
     "Identity",

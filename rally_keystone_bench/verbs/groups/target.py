@@ -31,7 +31,7 @@ class TargetSettings:
 
     def cloud_spec(self) -> dict:
         """The Rally env spec of the cloud: --spec FILE, else the OS_* variables."""
-        return options.cloud_spec(argparse.Namespace(spec=self.spec))
+        return options.cloud_spec(self.spec)
 
 
 class Target(OptionGroup):

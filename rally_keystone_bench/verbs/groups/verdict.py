@@ -70,45 +70,52 @@ _GATE_HELP = {
 
 
 class Tracing(OptionGroup):
-    """Keystone's own cost counters (doc/source/counters.rst). VERB "run": --trace,
-    --profile, --observe and --trace-rate (which applies under --trace on); VERB "gate":
-    --trace, --max-sql-increase (the verdict on SQL statements per request) and
-    --profile."""
+    """run's Keystone cost counters (doc/source/counters.rst): --trace, --profile,
+    --observe and --trace-rate (which applies under --trace on)."""
 
-    def __init__(self, verb: str) -> None:
-        self.verb = verb
-        self.applies = {"trace_rate": ("trace", ("on",))} if verb == "run" else {}
+    applies = {"trace_rate": ("trace", ("on",))}
 
     def add(self, parser: argparse.ArgumentParser) -> None:
-        helps = _RUN_HELP if self.verb == "run" else _GATE_HELP
-        parser.add_argument("--trace", choices=("on", "off"), default="on", help=helps["trace"])
-        if self.verb == "gate":
-            parser.add_argument(
-                "--max-sql-increase",
-                type=int,
-                default=0,
-                metavar="N",
-                help="SQL statements per request (median) the candidate may add before the "
-                "gate fails (default 0: any increase fails)",
-            )
-        parser.add_argument("--profile", choices=("on", "off"), default="on", help=helps["profile"])
-        if self.verb == "run":
-            _add_run_options(parser)
+        parser.add_argument("--trace", choices=("on", "off"), default="on", help=_RUN_HELP["trace"])
+        parser.add_argument(
+            "--profile", choices=("on", "off"), default="on", help=_RUN_HELP["profile"]
+        )
+        _add_run_options(parser)
 
     def settings(self, args: argparse.Namespace) -> TracingSettings:
-        """The counters asked; BenchError for a bad --max-sql-increase (gate). run's
-        --observe off turns tracing and profiling off."""
-        if self.verb == "gate":
-            if args.max_sql_increase < 0:
-                raise BenchError(
-                    f"--max-sql-increase must be 0 or more, not {args.max_sql_increase}"
-                )
-            return TracingSettings(
-                args.trace == "on", args.profile == "on", max_sql_increase=args.max_sql_increase
-            )
+        """The counters asked; --observe off turns tracing and profiling off."""
         observed = args.observe == "on"
         return TracingSettings(
             observed and args.trace == "on", observed and args.profile == "on", args.trace_rate
+        )
+
+
+class Counters(OptionGroup):
+    """gate's Keystone cost counters: --trace, --max-sql-increase (the verdict on SQL
+    statements per request) and --profile."""
+
+    def add(self, parser: argparse.ArgumentParser) -> None:
+        parser.add_argument(
+            "--trace", choices=("on", "off"), default="on", help=_GATE_HELP["trace"]
+        )
+        parser.add_argument(
+            "--max-sql-increase",
+            type=int,
+            default=0,
+            metavar="N",
+            help="SQL statements per request (median) the candidate may add before the "
+            "gate fails (default 0: any increase fails)",
+        )
+        parser.add_argument(
+            "--profile", choices=("on", "off"), default="on", help=_GATE_HELP["profile"]
+        )
+
+    def settings(self, args: argparse.Namespace) -> TracingSettings:
+        """The counters asked; BenchError for a --max-sql-increase below 0."""
+        if args.max_sql_increase < 0:
+            raise BenchError(f"--max-sql-increase must be 0 or more, not {args.max_sql_increase}")
+        return TracingSettings(
+            args.trace == "on", args.profile == "on", max_sql_increase=args.max_sql_increase
         )
 
 
