@@ -29,6 +29,18 @@ ENVIRON = "the environment (OS_* variables)"
 _EXPORT_RE = re.compile(r"\s*(?:export\s+)?(OS_[A-Z_]+)=(.*)$")
 
 
+def project_admin(auth_url: str, username: str, password: str, project: str) -> dict[str, str]:
+    """The credential of a project admin in the Default domain (a local Keystone's, the mock's)."""
+    return {
+        "auth_url": auth_url,
+        "username": username,
+        "password": password,
+        "project_name": project,
+        "user_domain_name": DEFAULTS["user_domain_name"],
+        "project_domain_name": DEFAULTS["project_domain_name"],
+    }
+
+
 def from_environ(env: Mapping[str, str], where: str = ENVIRON) -> dict[str, Any]:
     """The credential of OS_* variables; BenchError naming the ones missing from WHERE."""
     project = env.get("OS_PROJECT_NAME") or env.get("OS_TENANT_NAME")

@@ -70,14 +70,9 @@ class KeystoneState(RunFiles):
 
     @property
     def admin_credentials(self) -> dict[str, str]:
-        return {
-            "auth_url": self.auth_url,
-            "username": ADMIN_USER,
-            "password": self.admin_password,
-            "project_name": ADMIN_PROJECT,
-            "user_domain_name": "Default",
-            "project_domain_name": "Default",
-        }
+        return credentials.project_admin(
+            self.auth_url, ADMIN_USER, self.admin_password, ADMIN_PROJECT
+        )
 
     def nodes(self) -> list[tuple[str, int]]:
         """(name, port) of each node behind the balancer; empty without one."""

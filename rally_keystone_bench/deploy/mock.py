@@ -245,14 +245,8 @@ class MockKeystone:
 
     @property
     def admin_credentials(self) -> dict[str, str]:
-        return {
-            "auth_url": self.auth_url,
-            "username": ADMIN_USER,
-            "password": (self.run_dir / "admin-password").read_text().strip(),
-            "project_name": ADMIN_PROJECT,
-            "user_domain_name": "Default",
-            "project_domain_name": "Default",
-        }
+        password = (self.run_dir / "admin-password").read_text().strip()
+        return credentials.project_admin(self.auth_url, ADMIN_USER, password, ADMIN_PROJECT)
 
     def __enter__(self) -> MockKeystone:
         self.start()
