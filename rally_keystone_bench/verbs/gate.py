@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import dataclasses
 import math
 import re
 import threading
@@ -266,6 +267,7 @@ def side_deployments(args: argparse.Namespace) -> tuple[dict[str, Deployment], d
     specs = {"baseline": baseline, "candidate": args.candidate}
     identity = IDENTITY.settings(args)
     shared = CONF.settings(args)
+    traced = TRACING.settings(args).trace  # over a side's own trace=
     own = {"baseline": args.baseline_option, "candidate": args.candidate_option}
     if Path(args.task).name == Path(CLOUD_TASK).name:
         identity["cache"] = "memcached"  # a side's own option=value still wins
@@ -280,7 +282,7 @@ def side_deployments(args: argparse.Namespace) -> tuple[dict[str, Deployment], d
         )
         for side in SIDES
     }
-    return deps, commits
+    return {side: dataclasses.replace(dep, trace=traced) for side, dep in deps.items()}, commits
 
 
 def checked_inputs(args: argparse.Namespace) -> tuple:
@@ -315,7 +317,8 @@ def main(args: argparse.Namespace) -> int:
     run_root = workspace.run_dir(f"gate-{stamp}").resolve()
     out_dir.mkdir(parents=True, exist_ok=True)
     traced = counters.trace
-    keystone_evidence.prepare_tracing(deps, run_root, traced)
+    if traced:  # both sides traced (side_deployments), with one key our clients sign with
+        keystone_evidence.share_trace_key(deps, run_root)
     evidence = keystone_evidence.Evidence()
     names = {side: side_name(deps, commits, side) for side in SIDES}
     outcomes: list = []  # each task run's, for the results store

@@ -128,8 +128,7 @@ def main(args: argparse.Namespace) -> int:
     if args.existing_cloud or spec:
         cloud = options.cloud_spec(spec)
     else:
-        deployment = DEPLOYMENT.unchecked(args)
-        deployment.trace = tracing.trace
+        deployment = DEPLOYMENT.unchecked(args, trace=tracing.trace)
         deployment.validate()
         task_args = targets.identity_task_args(deployment, task_args)
     # Checked with every argument the run gives them (an LDAP deployment's ldap_domain).

@@ -5,7 +5,6 @@ settings is the deploy.deployment.Deployment, validated at the door."""
 from __future__ import annotations
 
 import argparse
-import dataclasses
 
 from rally_keystone_bench import boundary
 from rally_keystone_bench.deploy.deployment import Deployment as DeploymentSettings
@@ -36,12 +35,11 @@ class Deployment(OptionGroup):
     def add(self, parser: argparse.ArgumentParser) -> None:
         _add_deployment_options(parser, self.workers)
 
-    def unchecked(self, args: argparse.Namespace) -> DeploymentSettings:
-        """The Deployment of the options; unset ones keep their defaults (a field no
-        option sets, trace, too: run sets it from its --trace before validating)."""
-        names = [f.name for f in dataclasses.fields(DeploymentSettings)]
-        values = {n: getattr(args, n) for n in names if getattr(args, n, None) is not None}
-        return DeploymentSettings.from_mapping(values, "the command line")
+    def unchecked(self, args: argparse.Namespace, trace: bool = False) -> DeploymentSettings:
+        """The Deployment of the options; unset ones keep their defaults. TRACE is the
+        field no deployment option sets: run's --trace, resolved by its Tracing group."""
+        values = {n: getattr(args, n) for n in DEPLOYMENT if getattr(args, n, None) is not None}
+        return DeploymentSettings.from_mapping({**values, "trace": trace}, "the command line")
 
     def settings(self, args: argparse.Namespace) -> DeploymentSettings:
         """The deployment, validated, its Keystone environment built and its --set
