@@ -28,7 +28,7 @@ import math
 import re
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -140,10 +140,11 @@ def side_deployment(
     spec: str,
     options: Sequence[str],
     flag: str,
-    identity: dict[str, Any] | None = None,
+    defaults: Mapping[str, Any] | None = None,
     shared_conf: Sequence[str] = (),
 ) -> Deployment:
-    """One side's Deployment: Keystone SPEC plus KEY=VALUE options (then IDENTITY's).
+    """One side's Deployment: Keystone SPEC plus KEY=VALUE options, then DEFAULTS (both
+    sides' --identity and --ldap-*, the default task's cache) for the keys they leave.
 
     A KEY with a dot is a keystone.conf setting (SECTION.OPTION), over SHARED_CONF (--set).
     """
@@ -154,7 +155,7 @@ def side_deployment(
             f"{flag}: give the Keystone SPEC with --{flag.split('-')[2]}, not keystone="
         )
     values["keystone"] = spec
-    for name, value in (identity or {}).items():
+    for name, value in (defaults or {}).items():
         values.setdefault(name, value)
     dep = Deployment.from_mapping(values, flag)
     dep.validate()
@@ -265,19 +266,19 @@ def side_deployments(args: argparse.Namespace) -> tuple[dict[str, Deployment], d
     """
     baseline, commits = resolve_baseline(args)
     specs = {"baseline": baseline, "candidate": args.candidate}
-    identity = IDENTITY.settings(args)
+    defaults = IDENTITY.settings(args).given()
     shared = CONF.settings(args)
     traced = TRACING.settings(args).trace  # over a side's own trace=
     own = {"baseline": args.baseline_option, "candidate": args.candidate_option}
     if Path(args.task).name == Path(CLOUD_TASK).name:
-        identity["cache"] = "memcached"  # a side's own option=value still wins
+        defaults["cache"] = "memcached"  # a side's own option=value still wins
         shared = (*CLOUD_CONF, *shared)  # and a --set of the same option too
     deps = {
         side: side_deployment(
             specs[side],
             own[side] or [],
             f"--{side}-option",
-            identity,
+            defaults,
             shared,
         )
         for side in SIDES
