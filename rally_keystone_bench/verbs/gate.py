@@ -53,6 +53,7 @@ from rally_keystone_bench.verbs.gate_options import (  # noqa: F401  (the CLI's)
     CLOUD_TASK,
     CONF,
     IDENTITY,
+    RULES,
     TRACING,
     VERDICT_RULES,
     add_arguments,
