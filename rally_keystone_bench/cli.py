@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import argparse
 import sys
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 import rally_keystone_bench.verbs.applicability
 import rally_keystone_bench.verbs.capacity
@@ -130,9 +130,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     return boundary.run(lambda: _checked(parser, args)(args), debug=debug)
 
 
+def rules_of(verb: str) -> Mapping[str, verbs.applicability.Rule]:
+    """The applicability rules VERB's module declares (its ``RULES``); none: {}."""
+    return getattr(getattr(verbs, verb, None), "RULES", {})  # completion has no module
+
+
 def _checked(parser: argparse.ArgumentParser, args: argparse.Namespace):
     """ARGS's verb, once no option was given where it does not apply."""
-    verbs.applicability.check(args.verb, args, verbs.applicability.defaults_of(parser, args.verb))
+    defaults = verbs.applicability.defaults_of(parser, args.verb)
+    verbs.applicability.check(args.verb, rules_of(args.verb), args, defaults)
     return args.func
 
 

@@ -1,7 +1,8 @@
 """What to deploy: every knob of a local Keystone, checked before anything starts.
 
 A ``Deployment`` comes from a deployment file, CLI options or KEY=VALUE
-pairs (``from_mapping``); ``validate`` refuses a setting that cannot work in
+pairs (``from_mapping``) and is frozen once made: a variant of one is
+``dataclasses.replace``. ``validate`` refuses a setting that cannot work in
 one line, and ``describe`` names the deployment in reports. A new knob is a
 field here and a line of the template that uses it (``deploy/templates/``).
 """
@@ -39,9 +40,12 @@ IDENTITIES = ("sql", "ldap")
 LDAP_PACKAGES = ("python-ldap", "ldappool", "six")
 
 
-@dataclasses.dataclass
+@dataclasses.dataclass(frozen=True)
 class Deployment:
-    """What to deploy. Every field has the upstream-default meaning when unset."""
+    """What to deploy. Every field has the upstream-default meaning when unset.
+
+    Frozen: what a run deploys is what it was given at the door (conf too, though a
+    dict: nobody changes it in place)."""
 
     keystone: str = venv.DEFAULT_SPEC
     workers: int = 2
@@ -73,6 +77,13 @@ class Deployment:
     # keystone.conf settings over the rendered ones: {"section.option": "value"} (--set, conf:)
     conf: dict[str, str] = dataclasses.field(default_factory=dict)
 
+    def __post_init__(self) -> None:
+        # An on/off field given as a word ("on", "no") when built directly: as a bool.
+        for name, what in (("ldap_pool", "--ldap-pool"), ("ldap_tls", "--ldap-tls")):
+            value = getattr(self, name)
+            if isinstance(value, str):
+                object.__setattr__(self, name, _on_off(value, what))
+
     @classmethod
     def from_mapping(cls, values: Mapping[str, Any], where: str) -> Deployment:
         """A Deployment from KEY: VALUE pairs (a deployment file, CLI options, KEY=VALUE).
@@ -81,18 +92,19 @@ class Deployment:
         BenchError for an unknown key or a bad value.
         """
         fields = {f.name: f for f in dataclasses.fields(cls)}
-        dep = cls()
+        defaults = cls()
+        given: dict[str, Any] = {}
         for key, value in values.items():
             name = str(key).replace("-", "_")
             if name not in fields:
                 known = ", ".join(sorted(fields))
                 raise BenchError(f"{where}: unknown key {key!r} (known: {known})")
-            default = getattr(dep, name)
+            default = getattr(defaults, name)
             if value is None and default is not None:
                 raise BenchError(f"{where}: {key} needs a value (default {default})")
             if value is not None:
-                setattr(dep, name, _field_value(str(fields[name].type), value, f"{where}: {key}"))
-        return dep
+                given[name] = _field_value(str(fields[name].type), value, f"{where}: {key}")
+        return cls(**given)
 
     def validate(self) -> None:
         """Raise BenchError on a setting that cannot work, before anything starts."""
@@ -133,10 +145,6 @@ class Deployment:
             raise BenchError(
                 f"identity must be one of {', '.join(IDENTITIES)}, not {self.identity!r}"
             )
-        if isinstance(self.ldap_pool, str):
-            self.ldap_pool = _on_off(self.ldap_pool)
-        if isinstance(self.ldap_tls, str):
-            self.ldap_tls = _on_off(self.ldap_tls, "--ldap-tls")
         ldap_only = {
             "--ldap-pool": self.ldap_pool is not None,
             "--ldap-pool-size": self.ldap_pool_size is not None,

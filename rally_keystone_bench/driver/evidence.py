@@ -190,12 +190,9 @@ def _target(wl: Any, side: str, dirs: Sequence[Path]) -> Path | None:
     return next((Path(d) for d in dirs if Path(d).resolve() == parent), None)
 
 
-def prepare_tracing(deps: dict[str, Any], run_root: Path, traced: bool) -> None:
-    """Both sides traced (or not), with one key our clients sign with."""
-    for dep in deps.values():
-        dep.trace = traced
-    if traced:
-        keystone_counters.share_key([run_root / name / "keystone" for name in deps])
+def share_trace_key(deps: dict[str, Any], run_root: Path) -> None:
+    """One key our clients sign with, for every traced deployment of DEPS."""
+    keystone_counters.share_key([run_root / name / "keystone" for name in deps])
 
 
 @contextlib.contextmanager

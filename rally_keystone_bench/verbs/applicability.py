@@ -9,7 +9,8 @@ from its parser default.
 The table, per verb: option dest -> (the option that decides, the values
 under which it applies). ``NONZERO`` means "when that option is set above 0".
 The rules are declared by the option groups a verb composes (verbs/groups) and
-by the verb for its own options; each verb registers them here.
+by the verb for its own options, in its module's ``RULES``; the CLI passes them
+to ``check``.
 """
 
 from __future__ import annotations
@@ -28,18 +29,6 @@ Rule = tuple[str, Any]  # (deciding dest, allowed values or NONZERO)
 # Options of a local Keystone (Deployment's fields, as the CLI spells them).
 # (trace is set by run's and gate's own --trace, not a deployment option.)
 DEPLOYMENT = tuple(f.name for f in dataclasses.fields(Deployment) if f.name != "trace")
-# Per verb: option dest -> its rule, in the order checked. Each verb registers the
-# rules of the option groups it composed (verbs/groups: each group's ``applies``)
-# and of its own options when its module is loaded.
-RULES: dict[str, dict[str, Rule]] = {}
-
-
-def register(verb: str, rules: Mapping[str, Rule]) -> dict[str, Rule]:
-    """VERB's rules (RULES), as its option groups and own options declare them."""
-    RULES[verb] = dict(rules)
-    return RULES[verb]
-
-
 # How a deciding option reads in a message.
 _SAY = {
     ("target", "local"): "--target local (a local Keystone)",
@@ -62,9 +51,15 @@ def _applies_when(decider: str, allowed: Any) -> str:
     return " or ".join(said)
 
 
-def check(verb: str, args: argparse.Namespace, defaults: Mapping[str, Any]) -> None:
-    """BenchError naming the first option given where it does not apply."""
-    for dest, (decider, allowed) in RULES.get(verb, {}).items():
+def check(
+    verb: str, rules: Mapping[str, Rule], args: argparse.Namespace, defaults: Mapping[str, Any]
+) -> None:
+    """BenchError naming the first option of VERB given where it does not apply.
+
+    RULES: option dest -> its rule, in the order checked (the verb module's ``RULES``:
+    the ``applies`` of the option groups it composed and its own options' rules).
+    """
+    for dest, (decider, allowed) in rules.items():
         value = getattr(args, dest, None)
         if not hasattr(args, dest) or value is None or value == defaults.get(dest):
             continue

@@ -33,7 +33,7 @@ from rally_keystone_bench.errors import BenchError
 from rally_keystone_bench.history.records import ActionRow
 from rally_keystone_bench.plugins.contexts import reuse
 from rally_keystone_bench.report import capacity as capacity_report
-from rally_keystone_bench.verbs import applicability, groups, options
+from rally_keystone_bench.verbs import groups, options
 from rally_keystone_bench.verdicts import capacity, capacity_search, probe_verdict, probing
 from rally_keystone_bench.verdicts.capacity import fmt
 
@@ -54,7 +54,7 @@ ENGINE = groups.Engine(
     runner=True,
     ruled=True,
 )
-applicability.register("capacity", groups.rules(DEPLOYMENT, MOCK, TARGET, ENGINE))
+RULES = groups.rules(DEPLOYMENT, MOCK, TARGET, ENGINE)
 
 
 def _finite(name: str, value: float) -> float:

@@ -23,11 +23,12 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import dataclasses
 import math
 import re
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -52,6 +53,7 @@ from rally_keystone_bench.verbs.gate_options import (  # noqa: F401  (the CLI's)
     CLOUD_TASK,
     CONF,
     IDENTITY,
+    RULES,
     TRACING,
     VERDICT_RULES,
     add_arguments,
@@ -139,10 +141,11 @@ def side_deployment(
     spec: str,
     options: Sequence[str],
     flag: str,
-    identity: dict[str, Any] | None = None,
+    defaults: Mapping[str, Any] | None = None,
     shared_conf: Sequence[str] = (),
 ) -> Deployment:
-    """One side's Deployment: Keystone SPEC plus KEY=VALUE options (then IDENTITY's).
+    """One side's Deployment: Keystone SPEC plus KEY=VALUE options, then DEFAULTS (both
+    sides' --identity and --ldap-*, the default task's cache) for the keys they leave.
 
     A KEY with a dot is a keystone.conf setting (SECTION.OPTION), over SHARED_CONF (--set).
     """
@@ -153,7 +156,7 @@ def side_deployment(
             f"{flag}: give the Keystone SPEC with --{flag.split('-')[2]}, not keystone="
         )
     values["keystone"] = spec
-    for name, value in (identity or {}).items():
+    for name, value in (defaults or {}).items():
         values.setdefault(name, value)
     dep = Deployment.from_mapping(values, flag)
     dep.validate()
@@ -264,23 +267,24 @@ def side_deployments(args: argparse.Namespace) -> tuple[dict[str, Deployment], d
     """
     baseline, commits = resolve_baseline(args)
     specs = {"baseline": baseline, "candidate": args.candidate}
-    identity = IDENTITY.settings(args)
+    defaults = IDENTITY.settings(args).given()
     shared = CONF.settings(args)
+    traced = TRACING.settings(args).trace  # over a side's own trace=
     own = {"baseline": args.baseline_option, "candidate": args.candidate_option}
     if Path(args.task).name == Path(CLOUD_TASK).name:
-        identity["cache"] = "memcached"  # a side's own option=value still wins
+        defaults["cache"] = "memcached"  # a side's own option=value still wins
         shared = (*CLOUD_CONF, *shared)  # and a --set of the same option too
     deps = {
         side: side_deployment(
             specs[side],
             own[side] or [],
             f"--{side}-option",
-            identity,
+            defaults,
             shared,
         )
         for side in SIDES
     }
-    return deps, commits
+    return {side: dataclasses.replace(dep, trace=traced) for side, dep in deps.items()}, commits
 
 
 def checked_inputs(args: argparse.Namespace) -> tuple:
@@ -315,7 +319,8 @@ def main(args: argparse.Namespace) -> int:
     run_root = workspace.run_dir(f"gate-{stamp}").resolve()
     out_dir.mkdir(parents=True, exist_ok=True)
     traced = counters.trace
-    keystone_evidence.prepare_tracing(deps, run_root, traced)
+    if traced:  # both sides traced (side_deployments), with one key our clients sign with
+        keystone_evidence.share_trace_key(deps, run_root)
     evidence = keystone_evidence.Evidence()
     names = {side: side_name(deps, commits, side) for side in SIDES}
     outcomes: list = []  # each task run's, for the results store

@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 
 from rally_keystone_bench import boundary
-from rally_keystone_bench.verbs import applicability, groups
+from rally_keystone_bench.verbs import groups
 from rally_keystone_bench.verbs import options as verb_options
 
 CLOUD_TASK = "tasks/gate-cloud.yaml"
@@ -17,7 +17,7 @@ VERDICT_RULES = groups.VerdictRules()
 IDENTITY = groups.Identity()
 CONF = groups.ConfSet()
 TRACING = groups.Counters()
-applicability.register("gate", groups.rules(VERDICT_RULES, IDENTITY, CONF, TRACING))
+RULES = groups.rules(VERDICT_RULES, IDENTITY, CONF, TRACING)
 
 
 def add_baseline_arguments(p: argparse.ArgumentParser) -> None:

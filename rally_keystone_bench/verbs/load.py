@@ -44,7 +44,7 @@ from rally_keystone_bench.engines.locust.prober import LocustProber
 from rally_keystone_bench.errors import BenchError
 from rally_keystone_bench.report import records, render
 from rally_keystone_bench.report.redact import redact
-from rally_keystone_bench.verbs import applicability, groups, options, recording
+from rally_keystone_bench.verbs import groups, options, recording
 from rally_keystone_bench.verdicts import capacity, probing, results
 from rally_keystone_bench.verdicts.probing import LoadRun
 
@@ -214,15 +214,12 @@ ENGINE = groups.Engine(
     "workers",
     "Locust worker processes started on this host (default 1, 0 with --expect-workers)",
 )
-applicability.register(
-    "load",
-    groups.rules(
-        DEPLOYMENT,
-        {"server_workers": groups.LOCAL},
-        MOCK,
-        TARGET,
-        dict.fromkeys(("users", "http", "master_bind", "expect_timeout", "arrival"), groups.LOCUST),
-    ),
+RULES = groups.rules(
+    DEPLOYMENT,
+    {"server_workers": groups.LOCAL},
+    MOCK,
+    TARGET,
+    dict.fromkeys(("users", "http", "master_bind", "expect_timeout", "arrival"), groups.LOCUST),
 )
 
 RUN_FILES = {

@@ -10,7 +10,7 @@ from rally_keystone_bench.deploy import mock
 from rally_keystone_bench.errors import BenchError
 from rally_keystone_bench.verbs import applicability
 
-applicability.register("mock", {"stall_every": ("stall", applicability.NONZERO)})
+RULES = {"stall_every": ("stall", applicability.NONZERO)}
 
 
 def main(args: argparse.Namespace) -> int:

@@ -25,7 +25,7 @@ from rally_keystone_bench.driver.left_behind import say_left_behind
 from rally_keystone_bench.driver.outcome import TaskOutcome
 from rally_keystone_bench.errors import Interrupted
 from rally_keystone_bench.report import records
-from rally_keystone_bench.verbs import applicability, groups, options, recording
+from rally_keystone_bench.verbs import groups, options, recording
 from rally_keystone_bench.verdicts import stats
 
 DEFAULT_TASK = "tasks/token-suite.yaml"
@@ -34,7 +34,7 @@ DEFAULT_TASK = "tasks/token-suite.yaml"
 # --existing-cloud or --spec, --trace-rate under --trace on.
 DEPLOYMENT = groups.Deployment(when=("existing_cloud", (False,)))
 TRACING = groups.Tracing()
-applicability.register("run", groups.rules(DEPLOYMENT, TRACING))
+RULES = groups.rules(DEPLOYMENT, TRACING)
 
 
 def _counter_columns(found: dict | None) -> tuple[bool, bool]:
@@ -128,8 +128,7 @@ def main(args: argparse.Namespace) -> int:
     if args.existing_cloud or spec:
         cloud = options.cloud_spec(spec)
     else:
-        deployment = DEPLOYMENT.unchecked(args)
-        deployment.trace = tracing.trace
+        deployment = DEPLOYMENT.unchecked(args, trace=tracing.trace)
         deployment.validate()
         task_args = targets.identity_task_args(deployment, task_args)
     # Checked with every argument the run gives them (an LDAP deployment's ldap_domain).

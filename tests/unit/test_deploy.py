@@ -71,10 +71,8 @@ def test_openrc_is_private_and_says_identity_v3(tmp_path):
     ],
 )
 def test_bad_deployment_settings_are_refused_by_name(field, value, words):
-    dep = Deployment()
-    setattr(dep, field, value)
     with pytest.raises(BenchError, match=words):
-        dep.validate()
+        Deployment(**{field: value}).validate()
 
 
 def test_free_port_is_bindable_and_a_taken_port_is_refused():

@@ -41,3 +41,12 @@ def test_a_sides_servers_and_run_dirs_span_both_pairs(tmp_path) -> None:
 def test_the_total_line_gives_minutes_and_the_setup() -> None:
     line = gate_passes.total_line(time.monotonic() - 600, {"start": 41.2, "seeding": 19.6})
     assert line.startswith("gate: 600 s from start to verdict (10.0 min; start 41 s, seeding 20 s)")
+
+
+def test_both_sides_are_traced_or_neither_whatever_a_sides_own_trace_says() -> None:
+    """gate's --trace decides for both sides, as --identity and --ldap-* do."""
+    argv = ["gate", "--baseline", "keystone", "--candidate", "k2", "--candidate-option", "trace=on"]
+    off, _ = gate.side_deployments(cli.build_parser().parse_args([*argv, "--trace", "off"]))
+    on, _ = gate.side_deployments(cli.build_parser().parse_args(argv))
+    assert [d.trace for d in off.values()] == [False, False]
+    assert [d.trace for d in on.values()] == [True, True]

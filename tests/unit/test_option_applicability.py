@@ -37,8 +37,8 @@ def test_an_option_that_does_not_apply_exits_2_in_one_line(capsys, argv, said):
 
 def test_every_rule_names_real_options_of_its_verb():
     parser = cli.build_parser()
-    for verb, rules in applicability.RULES.items():
+    for verb, _ in cli.VERBS:
         known = applicability.defaults_of(parser, verb)
-        for dest, (decider, _) in rules.items():
+        for dest, (decider, _) in cli.rules_of(verb).items():
             assert dest in known, (verb, dest)
             assert decider in known, (verb, decider)

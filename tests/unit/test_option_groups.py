@@ -44,7 +44,7 @@ def test_a_group_rules_only_the_options_it_declares(group):
 
 @pytest.mark.parametrize(
     "group",
-    [g for g in GROUPS if not isinstance(g, (groups.Deployment, groups.Identity, groups.ConfSet))],
+    [g for g in GROUPS if not isinstance(g, (groups.Deployment, groups.ConfSet))],
     ids=lambda g: type(g).__name__,
 )
 def test_settings_are_frozen_and_take_the_declared_defaults(group):
@@ -56,6 +56,12 @@ def test_settings_are_frozen_and_take_the_declared_defaults(group):
     field = dataclasses.fields(settings)[0].name
     with pytest.raises(dataclasses.FrozenInstanceError):
         setattr(settings, field, None)
+
+
+def test_identity_settings_give_both_gate_sides_only_the_options_given():
+    identity = groups.Identity()
+    settings = identity.settings(parsed(identity, "--identity", "ldap", "--ldap-users", "3"))
+    assert settings.given() == {"identity": "ldap", "ldap_users": 3}
 
 
 def test_run_observe_off_turns_tracing_and_profiling_off():

@@ -80,11 +80,18 @@ def test_identity_record():
     ]
 
 
+class _Described(Deployment):
+    """A Deployment whose line is fixed and whose disk no lsblk is asked about."""
+
+    def storage_device(self) -> str:
+        return "tmpfs"
+
+    def describe(self) -> str:
+        return "a deployment"
+
+
 def _deployment(**kw) -> Deployment:
-    d = Deployment(**kw)
-    d.storage_device = lambda: "tmpfs"  # type: ignore[method-assign]
-    d.describe = lambda: "a deployment"  # type: ignore[method-assign]
-    return d
+    return _Described(**kw)
 
 
 def test_run_writes_deployment_json_and_prints_its_lines(tmp_path, monkeypatch, capsys):

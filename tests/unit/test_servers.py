@@ -1,5 +1,6 @@
 """servers, databases, memcached: command lines and configuration, no processes."""
 
+import dataclasses
 import runpy
 import sys
 import types
@@ -72,7 +73,7 @@ def test_every_server_serves_keystone_through_the_hook(ks, monkeypatch, server):
         namespace = runpy.run_path(str(path))
         app = namespace["_app"]()
     else:
-        ks.deployment.server = "apache"
+        ks.deployment = dataclasses.replace(ks.deployment, server="apache")
         servers.apache_command(ks.site())
         namespace = runpy.run_path(str(ks.run_dir / "keystone-api.wsgi"))
         app = namespace["application"]
@@ -82,7 +83,7 @@ def test_every_server_serves_keystone_through_the_hook(ks, monkeypatch, server):
 
 def test_apache_command(ks, monkeypatch):
     monkeypatch.setattr(servers.os, "geteuid", lambda: 1000)
-    ks.deployment.server = "apache"
+    ks.deployment = dataclasses.replace(ks.deployment, server="apache")
     argv = servers.apache_command(ks.site())
     assert argv[1] == "start-server"
     assert argv[argv.index("--processes") + 1] == "3"

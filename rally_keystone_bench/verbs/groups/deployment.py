@@ -6,22 +6,30 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+from typing import Any
 
 from rally_keystone_bench import boundary
 from rally_keystone_bench.deploy.deployment import Deployment as DeploymentSettings
 from rally_keystone_bench.verbs.applicability import DEPLOYMENT, Rule
 from rally_keystone_bench.verbs.groups.base import LOCAL, OptionGroup, fields
 
-# Where Keystone's users live: options that gate applies to both sides.
-IDENTITY_FIELDS = (
-    "identity",
-    "ldap_pool",
-    "ldap_pool_size",
-    "ldap_auth_pool_size",
-    "ldap_tls",
-    "ldap_port",
-    "ldap_users",
-)
+
+@dataclasses.dataclass(frozen=True)
+class IdentitySettings:
+    """Where Keystone's users live, as given: gate applies it to both sides. Each field
+    is the Deployment field of the same name; None: not given."""
+
+    identity: str | None = None
+    ldap_pool: bool | None = None
+    ldap_pool_size: int | None = None
+    ldap_auth_pool_size: int | None = None
+    ldap_tls: bool | None = None
+    ldap_port: int | None = None
+    ldap_users: int | None = None
+
+    def given(self) -> dict[str, Any]:
+        """The options given (a value other than None), by Deployment field."""
+        return {k: v for k, v in dataclasses.asdict(self).items() if v is not None}
 
 
 class Deployment(OptionGroup):
@@ -36,12 +44,11 @@ class Deployment(OptionGroup):
     def add(self, parser: argparse.ArgumentParser) -> None:
         _add_deployment_options(parser, self.workers)
 
-    def unchecked(self, args: argparse.Namespace) -> DeploymentSettings:
-        """The Deployment of the options; unset ones keep their defaults (a field no
-        option sets, trace, too: run sets it from its --trace before validating)."""
-        names = [f.name for f in dataclasses.fields(DeploymentSettings)]
-        values = {n: getattr(args, n) for n in names if getattr(args, n, None) is not None}
-        return DeploymentSettings.from_mapping(values, "the command line")
+    def unchecked(self, args: argparse.Namespace, trace: bool = False) -> DeploymentSettings:
+        """The Deployment of the options; unset ones keep their defaults. TRACE is the
+        field no deployment option sets: run's --trace, resolved by its Tracing group."""
+        values = {n: getattr(args, n) for n in DEPLOYMENT if getattr(args, n, None) is not None}
+        return DeploymentSettings.from_mapping({**values, "trace": trace}, "the command line")
 
     def settings(self, args: argparse.Namespace) -> DeploymentSettings:
         """The deployment, validated, its Keystone environment built and its --set
@@ -60,9 +67,9 @@ class Identity(OptionGroup):
     def add(self, parser: argparse.ArgumentParser) -> None:
         _add_identity_options(parser)
 
-    def settings(self, args: argparse.Namespace) -> dict:
-        """The identity options given (a value other than None), by dest."""
-        return {k: v for k, v in fields(args, IDENTITY_FIELDS).items() if v is not None}
+    def settings(self, args: argparse.Namespace) -> IdentitySettings:
+        names = [f.name for f in dataclasses.fields(IdentitySettings)]
+        return IdentitySettings(**fields(args, names))
 
 
 class ConfSet(OptionGroup):
