@@ -40,15 +40,20 @@ class Deployment(OptionGroup):
         """The Deployment of the options; unset ones keep their defaults (a field no
         option sets, trace, too: run sets it from its --trace before validating)."""
         names = [f.name for f in dataclasses.fields(DeploymentSettings)]
+        if not self.workers:  # the verb's --workers are not the server's (load: Locust's)
+            names.remove("workers")
         values = {n: getattr(args, n) for n in names if getattr(args, n, None) is not None}
         return DeploymentSettings.from_mapping(values, "the command line")
 
-    def settings(self, args: argparse.Namespace) -> DeploymentSettings:
+    def settings(self, args: argparse.Namespace, workers: int | None = None) -> DeploymentSettings:
         """The deployment, validated, its Keystone environment built and its --set
-        checked: bad input said at the door, before a verb makes a file."""
+        checked: bad input said at the door, before a verb makes a file. WORKERS: its
+        server workers, when the verb names them otherwise (load's --server-workers)."""
         from rally_keystone_bench.driver import targets
 
         found = self.unchecked(args)
+        if workers is not None:
+            found = dataclasses.replace(found, workers=workers)
         found.validate()
         targets.check_deployment(found)
         return found
