@@ -8,11 +8,13 @@ written by write_json.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+import dataclasses
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, NamedTuple
 
 from rally_keystone_bench import writer
+from rally_keystone_bench.report.redact import redact
 
 
 class Record(NamedTuple):
@@ -91,3 +93,51 @@ def identity_record(
             if count is not None:
                 lines.append(f"    [{i + 1}] {label}: slapd accepted {count} LDAP connections")
     return Record(doc, lines)
+
+
+@dataclasses.dataclass(frozen=True)
+class LoadRecord:
+    """load.json: what a load was asked to do, one declared field each (never the command
+    line's Namespace); written before the load, the machine's record added after it."""
+
+    engine: str
+    started_at: str
+    scenario: str
+    rate: float  # requests per second, the target
+    duration: float  # seconds measured
+    warmup: float
+    target: str  # local, cloud or mock
+    spec: str | None  # --target cloud: its Rally env spec file (None: the OS_* variables)
+    locust_workers: int  # started on this host
+    expect_workers: int  # started on other hosts
+    users: int | None
+    arrival: str
+    http: str
+    master_bind: str | None
+    expect_timeout: float
+    force: bool
+    mock: dict[str, float] | None  # --target mock: its workers, service time and stalls
+    deployment: dict[str, Any] | None  # --target local: the Keystone deployed
+    machine: dict[str, Any] | None = None  # how busy the machine was during the load
+
+    @classmethod
+    def of(cls, *parts: Mapping[str, Any] | Any) -> LoadRecord:
+        """The record whose every field is the value of the first of PARTS (a mapping, or
+        a dataclass's fields) that holds its name; a field none holds keeps its default."""
+        held = [p if isinstance(p, Mapping) else _fields_of(p) for p in parts]
+        values = {}
+        for f in dataclasses.fields(cls):
+            part = next((h for h in held if f.name in h), None)
+            if part is not None:
+                values[f.name] = part[f.name]
+        return cls(**values)
+
+    def write(self, out_dir: Path) -> None:
+        """OUT_DIR/load.json, passwords masked (report/redact.py)."""
+        doc = redact(dataclasses.asdict(self))
+        write_json(out_dir / "load.json", doc, indent=None, default=str)
+
+
+def _fields_of(obj: Any) -> dict[str, Any]:
+    """OBJ's dataclass fields by name (not deep-copied, as dataclasses.asdict would)."""
+    return {f.name: getattr(obj, f.name) for f in dataclasses.fields(obj)}

@@ -42,14 +42,16 @@ from rally_keystone_bench.engines.locust import engine
 from rally_keystone_bench.engines.locust import setup as locust_setup
 from rally_keystone_bench.engines.locust.prober import LocustProber
 from rally_keystone_bench.errors import BenchError
-from rally_keystone_bench.report import records, render
-from rally_keystone_bench.report.redact import redact
+from rally_keystone_bench.report import render
+from rally_keystone_bench.report.records import LoadRecord
 from rally_keystone_bench.verbs import groups, options, recording
+from rally_keystone_bench.verbs.groups.target import MockSettings, TargetSettings
 from rally_keystone_bench.verdicts import capacity, probing, results
 from rally_keystone_bench.verdicts.probing import LoadRun
 
 
-def settings_from(args: argparse.Namespace) -> Any:
+def settings_from(args: argparse.Namespace) -> engine.LoadSettings:
+    """The probe's settings, checked (engine.check_load): what, how fast, from which workers."""
     host, port = engine.parse_bind(args.master_bind)
     expect = args.expect_workers or 0
     workers = args.workers
@@ -79,36 +81,62 @@ def settings_from(args: argparse.Namespace) -> Any:
     return s
 
 
-def server_deployment(args: argparse.Namespace) -> Deployment:
-    """The local Keystone's deployment: --server-workers are its workers."""
-    server_args = argparse.Namespace(**vars(args))
-    server_args.workers = args.server_workers
-    deployment = DEPLOYMENT.unchecked(server_args)
-    deployment.validate()
-    return deployment
+@dataclasses.dataclass(frozen=True)
+class LoadSettings:
+    """What ``load`` was asked, read and checked once at the door (``at_the_door``):
+    nothing past it sees the command line."""
+
+    engine_name: str  # locust or rally
+    probe: engine.LoadSettings  # the load: its rate, duration, workers, master
+    where: TargetSettings  # the target, its --spec, --reports-dir and --force as given
+    mock: MockSettings  # --target mock's
+    deployment: Deployment | None  # --target local: validated, --server-workers its workers
+    master_bind: str | None  # as given (the probe holds it parsed)
+    history: str | None  # the results store's URL (None: no store)
+
+
+def at_the_door(args: argparse.Namespace) -> tuple[LoadSettings, dict[str, Any] | None]:
+    """The verb's settings, and --target cloud's admin credential (checked: it answers, as
+    a Keystone, to it); bad input is a BenchError here, in this order, before any file."""
+    probe = settings_from(args)
+    where = TARGET.settings(args)  # a --spec that is no cloud's
+    mock = MOCK.settings(args)  # a stall without its period
+    if args.engine == "locust":
+        engine.bindable(probe.master_host, probe.master_port)  # before any load
+    else:
+        check_rally(probe, where.force)
+    # A cloud that is no Keystone, or refuses its admin, is said before any file is made.
+    cloud = cloud_credential(where.spec) if where.target == "cloud" else None
+    deployment = None
+    if where.target == "local":  # a bad --keystone or --set leaves no file
+        deployment = DEPLOYMENT.settings(args, workers=args.server_workers)
+    history = options.check_history(args)
+    found = LoadSettings(args.engine, probe, where, mock, deployment, args.master_bind, history)
+    return found, cloud
 
 
 @contextlib.contextmanager
 def admin_target(
-    args: argparse.Namespace, run_dir: Path, say=progress, cloud: dict | None = None
+    settings: LoadSettings, run_dir: Path, say=progress, cloud: dict | None = None
 ) -> Iterator[tuple[dict[str, Any], str]]:
     """The admin credential of the target, started here (mock, local) and stopped after."""
-    if args.target == "mock":
-        mock = MOCK.settings(args).keystone(run_dir)
+    if settings.where.target == "mock":
+        mock = settings.mock.keystone(run_dir)
         with mock:
             cap = mock.capacity_rps
             yield (
                 mock.admin_credentials,
-                f"mock at {mock.auth_url}: {args.mock_workers} worker(s), "
-                f"{args.mock_service_time:g} ms service time, capacity "
+                f"mock at {mock.auth_url}: {settings.mock.workers} worker(s), "
+                f"{settings.mock.service_time_ms:g} ms service time, capacity "
                 + (f"{cap:g} rps" if math.isfinite(cap) else "unbounded"),
             )
         return
-    if args.target == "cloud":
-        credential = cloud or cloud_credential(args)
+    if settings.where.target == "cloud":
+        credential = cloud or cloud_credential(settings.where.spec)
         yield credential, f"existing cloud at {credential['auth_url']}"
         return
-    keystone = LocalKeystone(server_deployment(args), run_dir / "keystone", progress=say)
+    assert settings.deployment is not None  # --target local's, made at the door
+    keystone = LocalKeystone(settings.deployment, run_dir / "keystone", progress=say)
     try:
         targets.start_explained(keystone)
         say(f"Keystone is up at {keystone.auth_url} (logs in {keystone.run_dir})")
@@ -118,73 +146,30 @@ def admin_target(
         say("Keystone stopped")
 
 
-def cloud_credential(args: argparse.Namespace) -> dict[str, Any]:
-    """The admin credential of --target cloud, checked: it answers, as a Keystone, to it."""
-    credential = (
-        credentials.from_spec_file(args.spec) if args.spec else credentials.from_environ(os.environ)
-    )
+def cloud_credential(spec: str | None) -> dict[str, Any]:
+    """The admin credential of --target cloud (its env SPEC file, else the OS_* variables),
+    checked: it answers, as a Keystone, to it."""
+    credential = credentials.from_spec_file(spec) if spec else credentials.from_environ(os.environ)
     targets.check_reachable(credential["auth_url"])
     preflight.check_keystone({**credential, "admin": credential})
     return credential
 
 
-@dataclasses.dataclass(frozen=True)
-class LoadRecord:
-    """load.json: what a load was asked to do, one declared field each (never the command
-    line's Namespace); written before the load, the machine's record added after it."""
-
-    engine: str
-    started_at: str
-    scenario: str
-    rate: float  # requests per second, the target
-    duration: float  # seconds measured
-    warmup: float
-    target: str  # local, cloud or mock
-    spec: str | None  # --target cloud: its Rally env spec file (None: the OS_* variables)
-    locust_workers: int  # started on this host
-    expect_workers: int  # started on other hosts
-    users: int | None
-    arrival: str
-    http: str
-    master_bind: str | None
-    expect_timeout: float
-    force: bool
-    mock: dict[str, float] | None  # --target mock: its workers, service time and stalls
-    deployment: dict[str, Any] | None  # --target local: the Keystone deployed
-    machine: dict[str, Any] | None = None  # how busy the machine was during the load
-
-
-def load_record(args: argparse.Namespace, settings: Any, started: str) -> LoadRecord:
-    """The load's record, at the door: SETTINGS (engine.LoadSettings) and the target's."""
-    mock = None
-    if args.target == "mock":
-        mock = {
-            "workers": args.mock_workers,
-            "service_time_ms": args.mock_service_time,
-            "stall_s": args.mock_stall,
-            "stall_every_s": args.mock_stall_every,
-        }
-    local = server_deployment(args) if args.target == "local" else None
-    return LoadRecord(
-        engine=args.engine,
-        started_at=started,
-        scenario=settings.scenario,
-        rate=settings.rate,
-        duration=settings.duration,
-        warmup=settings.warmup,
-        target=args.target,
-        spec=args.spec,
-        locust_workers=settings.workers,
-        expect_workers=settings.expect_workers,
-        users=settings.users,
-        arrival=settings.arrival,
-        http=settings.http,
-        master_bind=args.master_bind,
-        expect_timeout=settings.expect_timeout,
-        force=args.force,
-        mock=mock,
-        deployment=dataclasses.asdict(local) if local is not None else None,
-    )
+def load_record(settings: LoadSettings, started: str) -> LoadRecord:
+    """load.json at the door: the probe's settings and the target's under their own names,
+    and what the record names otherwise or keeps as given."""
+    mocked = settings.mock if settings.where.target == "mock" else None
+    local = settings.deployment
+    asked = {
+        "engine": settings.engine_name,
+        "started_at": started,
+        "locust_workers": settings.probe.workers,  # started on this host
+        "master_bind": settings.master_bind,  # as given
+        "mock": dataclasses.asdict(mocked) if mocked is not None else None,
+        "deployment": dataclasses.asdict(local) if local is not None else None,
+    }
+    # The target's before the probe's: its --force as given (the probe's is forced on Rally).
+    return LoadRecord.of(asked, settings.where, settings.probe)
 
 
 @dataclasses.dataclass
@@ -196,13 +181,10 @@ class LoadOutput:
     summary: render.WrittenSummary | None = None
 
     def write_record(self) -> None:
-        """load.json, passwords masked (report/redact.py)."""
-        doc = redact(dataclasses.asdict(self.record))
-        records.write_json(self.dir / "load.json", doc, indent=None, default=str)
+        """load.json, passwords masked."""
+        self.record.write(self.dir)
 
 
-# Where a run's files go in the load's directory, by engine: its report, its
-# log (Locust's: a directory of the master's and workers' logs and samples).
 # The option groups load composes; the rules they and load's own options apply under,
 # in the order checked.
 TARGET = groups.Target(default="mock")
@@ -222,20 +204,22 @@ RULES = groups.rules(
     dict.fromkeys(("users", "http", "master_bind", "expect_timeout", "arrival"), groups.LOCUST),
 )
 
+# Where a run's files go in the load's directory, by engine: its report, its
+# log (Locust's: a directory of the master's and workers' logs and samples).
 RUN_FILES = {
     "rally": ("rally-report.json", "rally-task.log"),
     "locust": ("locust-report.json", "locust"),
 }
 
 
-def probe_settings(settings: Any, engine_name: str) -> capacity.Settings:
-    """The load as one capacity probe at its rate, without a verdict on its slope."""
+def probe_settings(load: engine.LoadSettings, engine_name: str) -> capacity.Settings:
+    """LOAD as one capacity probe at its rate, without a verdict on its slope."""
     return capacity.Settings(
-        scenario=settings.scenario,
-        low=settings.rate,
-        high=settings.rate,
-        warmup=settings.warmup,
-        window=settings.duration,
+        scenario=load.scenario,
+        low=load.rate,
+        high=load.rate,
+        warmup=load.warmup,
+        window=load.duration,
         max_slope=1e6,  # one probe, no verdict on its slope
         precision=1.0,
         abort_on_sla_failure=False,
@@ -282,21 +266,18 @@ def report_run(run: LoadRun, out: LoadOutput) -> int:
 
 
 def run_locust(
-    args: argparse.Namespace,
-    settings: Any,
-    out: LoadOutput,
-    run_dir: Path,
-    cloud: dict | None = None,
+    settings: LoadSettings, out: LoadOutput, run_dir: Path, cloud: dict | None = None
 ) -> int:
     run_id = locust_setup.new_run_id()  # the names of the users it makes: kbl-<run_id>
-    with admin_target(args, run_dir, cloud=cloud) as (credential, desc):
+    load = settings.probe
+    with admin_target(settings, run_dir, cloud=cloud) as (credential, desc):
         progress(f"target: {desc}")
-        cap = probe_settings(settings, "locust")
+        cap = probe_settings(load, "locust")
         sampling = machine_record.target_sampling(run_dir)
-        prober = LocustProber(credential, cap, out.dir, progress, load=settings, sampling=sampling)
-        with said_left_in_cloud(run_id, cloud, args.spec):
-            run = run_probe(prober, settings.rate, out, "locust", run_id=run_id)
-    if args.target != "cloud" and run.error and run.meta.get("left_behind"):
+        prober = LocustProber(credential, cap, out.dir, progress, load=load, sampling=sampling)
+        with said_left_in_cloud(run_id, cloud, settings.where.spec):
+            run = run_probe(prober, load.rate, out, "locust", run_id=run_id)
+    if settings.where.target != "cloud" and run.error and run.meta.get("left_behind"):
         # The mock (or local Keystone) failed under the load, and the users the
         # master could not delete there went with it: its error is what to say.
         run.meta["left_behind"] = []
@@ -319,41 +300,41 @@ def said_left_in_cloud(run_id: str, cloud: dict | None, spec: str | None) -> Ite
             print(left_behind.load_line(run_id, what, cloud["auth_url"], spec))
 
 
-def check_rally(settings: Any, force: bool = False) -> None:
-    """What the Rally engine cannot do; BenchError before any load."""
-    if settings.scenario not in capacity.PROBE_SCENARIOS:
+def check_rally(load: engine.LoadSettings, force: bool = False) -> None:
+    """What the Rally engine cannot do with LOAD; BenchError before any load."""
+    if load.scenario not in capacity.PROBE_SCENARIOS:
         raise BenchError(
             f"--engine rally runs {', '.join(capacity.PROBE_SCENARIOS)}; "
-            f"{settings.scenario} runs on --engine locust"
+            f"{load.scenario} runs on --engine locust"
         )
-    if settings.expect_workers or settings.workers > 1:
+    if load.expect_workers or load.workers > 1:
         raise BenchError("--engine rally runs on this host only: drop --workers/--expect-workers")
-    forced = options.check_rate("--rate", settings.rate, "rally", "pooled_rps", force)
+    forced = options.check_rate("--rate", load.rate, "rally", "pooled_rps", force)
     if forced:
         progress(forced)
 
 
-def run_rally(args: argparse.Namespace, settings: Any, out: LoadOutput, run_dir: Path) -> int:
+def run_rally(settings: LoadSettings, out: LoadOutput, run_dir: Path) -> int:
     shipped.probe_task_path()  # a broken install is said before the target starts
-    mock = MOCK.settings(args).keystone(run_dir) if args.target == "mock" else None
-    cloud = options.cloud_spec(args.spec) if args.target == "cloud" else None
-    deployment = server_deployment(args) if args.target == "local" else None
+    where, deployment = settings.where, settings.deployment
+    mock = settings.mock.keystone(run_dir) if where.target == "mock" else None
+    cloud = where.cloud_spec() if where.target == "cloud" else None
     prober: RallyProber | None = None
     try:
         with targets.prepared_env(run_dir, cloud=cloud, mock=mock, deployment=deployment) as env:
-            progress(f"target: {targets.describe(args.target, env.auth_url, mock)}")
+            progress(f"target: {targets.describe(where.target, env.auth_url, mock)}")
             prober = RallyProber(
                 env.home,
                 env.name,
-                probe_settings(settings, "rally"),
+                probe_settings(settings.probe, "rally"),
                 out.dir,
                 sampling=machine_record.target_sampling(run_dir),
             )
-            run = run_probe(prober, settings.rate, out, "rally")
+            run = run_probe(prober, settings.probe.rate, out, "rally")
         return report_run(run, out)
     finally:
         if cloud is not None and prober is not None:  # a local Keystone goes with its leftovers
-            left_behind.say_left_behind(prober.tasks, auth_url_of(cloud), args.spec)
+            left_behind.say_left_behind(prober.tasks, auth_url_of(cloud), where.spec)
 
 
 def summarize(report: Path, out: LoadOutput, sampler: Any = None) -> int:
@@ -400,38 +381,27 @@ def main(args: argparse.Namespace) -> int:
         return 0
     if not args.scenario:
         raise BenchError("--scenario is required (authenticate, validate or lifecycle)")
-    settings = settings_from(args)
-    TARGET.settings(args)  # a --spec that is no cloud's
-    MOCK.settings(args)  # a stall without its period
-    if args.engine == "locust":
-        engine.bindable(settings.master_host, settings.master_port)  # before any load
-    else:
-        check_rally(settings, args.force)
-    # A cloud that is no Keystone, or refuses its admin, is said before any file is made.
-    cloud = cloud_credential(args) if args.target == "cloud" else None
-    if args.target == "local":  # a bad --keystone or --set leaves no file
-        targets.check_deployment(server_deployment(args))
-    options.check_history(args)
-    out_dir, run_dir = workspace.new_run_dirs(args.reports_dir)
+    settings, cloud = at_the_door(args)
+    load, where = settings.probe, settings.where
+    out_dir, run_dir = workspace.new_run_dirs(where.reports_dir)
     started = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
     progress(
-        f"{args.engine} engine: {settings.scenario} at {settings.rate:g} requests/s for "
-        f"{settings.duration:g} s after {settings.warmup:g} s of warm-up ({started})"
+        f"{settings.engine_name} engine: {load.scenario} at {load.rate:g} requests/s for "
+        f"{load.duration:g} s after {load.warmup:g} s of warm-up ({started})"
     )
-    out = LoadOutput(out_dir, load_record(args, settings, started))
+    out = LoadOutput(out_dir, load_record(settings, started))
     out.write_record()  # before the load: what was asked, should it be cut short
-    if args.engine == "locust":
+    if settings.engine_name == "locust":
         # A second signal while the master collects and writes would lose it all.
         with interrupts.sigterm_as_interrupt(later_noted=True):
-            rc = run_locust(args, settings, out, run_dir, cloud)
+            rc = run_locust(settings, out, run_dir, cloud)
     else:
         with interrupts.sigterm_as_interrupt():
-            rc = run_rally(args, settings, out, run_dir)
-    local = server_deployment(args) if args.target == "local" else None
+            rc = run_rally(settings, out, run_dir)
     written = [(out.summary.html, out.summary.doc)] if out.summary is not None else []
     summaries = recording.summaries_of(written, out_dir, "load")
-    where = f"{args.target} target"
-    options.record_history(args, "load", out_dir, local, summaries, where=where)
+    local, what = settings.deployment, f"{where.target} target"
+    options.record_history(settings.history, "load", out_dir, local, summaries, where=what)
     return rc
 
 

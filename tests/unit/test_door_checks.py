@@ -150,10 +150,11 @@ def test_a_history_directory_is_named_a_directory(capsys, tmp_path):
 def test_what_a_mock_load_left_is_not_said_left_in_keystone(monkeypatch, tmp_path, capsys):
     """A mock killed under the load: the master could not delete its users there, but
     they went with the mock; only the run's own error is said."""
-    import argparse
     import contextlib
 
+    from rally_keystone_bench.engines.locust import engine
     from rally_keystone_bench.verbs import load
+    from rally_keystone_bench.verbs.groups.target import MockSettings, TargetSettings
     from rally_keystone_bench.verdicts.probing import LoadRun
 
     @contextlib.contextmanager
@@ -167,9 +168,16 @@ def test_what_a_mock_load_left_is_not_said_left_in_keystone(monkeypatch, tmp_pat
     monkeypatch.setattr(load, "probe_settings", lambda *a, **k: None)
     monkeypatch.setattr(load, "run_probe", lambda *a, **k: lost)
     monkeypatch.setattr(load, "summarize", lambda *a, **k: 0)
-    args = argparse.Namespace(target="mock", spec=None)
-    settings = argparse.Namespace(rate=1.0)
+    settings = load.LoadSettings(
+        "locust",
+        engine.LoadSettings("validate", rate=1.0, duration=1.0),
+        TargetSettings("mock", None, str(tmp_path), False),
+        MockSettings(1, 5.0, 0.0, 0.0),
+        None,
+        None,
+        None,
+    )
     with pytest.raises(BenchError) as caught:
-        load.run_locust(args, settings, load.LoadOutput(tmp_path, None), tmp_path)
+        load.run_locust(settings, load.LoadOutput(tmp_path, None), tmp_path)
     assert "left in Keystone" not in str(caught.value)
     assert "the mock stopped answering" in str(caught.value)

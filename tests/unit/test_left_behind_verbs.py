@@ -121,7 +121,7 @@ def test_a_capacity_probe_killed_on_a_cloud_prints_the_cleanup(
 def test_load_rally_interrupted_twice_on_a_cloud_prints_the_cleanup(
     cloud, tmp_path, monkeypatch, capsys
 ):
-    monkeypatch.setattr(load, "cloud_credential", lambda args: {"auth_url": AUTH_URL})
+    monkeypatch.setattr(load, "cloud_credential", lambda spec: {"auth_url": AUTH_URL})
 
     def interrupted_twice(*a, **k):
         exc = Interrupted(2)
@@ -181,7 +181,7 @@ def locust_on_a_cloud(monkeypatch, left_for_run, master):
         FakeAdmin.left = left_for_run(run_id)
         master(run_id)
 
-    monkeypatch.setattr(load, "cloud_credential", lambda args: {"auth_url": AUTH_URL})
+    monkeypatch.setattr(load, "cloud_credential", lambda spec: {"auth_url": AUTH_URL})
     monkeypatch.setattr(load.engine, "run_load", run_load)
     monkeypatch.setattr(locust_setup, "AdminClient", FakeAdmin)
     argv = ["load", "--engine", "locust", "--target", "cloud", "--scenario", "authenticate"]

@@ -92,3 +92,12 @@ def test_rules_keep_the_order_of_the_groups_given():
         "runner",
         "x",
     ]
+
+
+def test_a_deployment_group_without_workers_leaves_the_verbs_workers_alone():
+    """load's --workers are Locust's (its server's are --server-workers): never the server's."""
+    group = groups.Deployment(workers=False)
+    args = parsed(group, "--threads", "2")
+    args.workers = 3  # the verb's own --workers
+    assert (group.unchecked(args).workers, group.unchecked(args).threads) == (2, 2)
+    assert groups.Deployment().unchecked(argparse.Namespace(workers=3)).workers == 3

@@ -159,7 +159,7 @@ def load_on_locust(tmp_path: Path, monkeypatch, name: str, other: float) -> Path
     monkeypatch.setattr(machine_record, "target_sampling", lambda run_dir: fake_sampling(other))
 
     @contextlib.contextmanager
-    def admin_target(args, run_dir, say=None, cloud=None):
+    def admin_target(settings, run_dir, say=None, cloud=None):
         yield {"auth_url": "http://127.0.0.1:9"}, "a stand-in target"
 
     monkeypatch.setattr(load, "admin_target", admin_target)

@@ -69,7 +69,7 @@ def load_argv(tmp_path: Path, *more: str) -> list[str]:
 @pytest.fixture
 def no_target(monkeypatch):
     @contextlib.contextmanager
-    def admin_target(args, run_dir, say=None, cloud=None):
+    def admin_target(settings, run_dir, say=None, cloud=None):
         yield {"auth_url": "http://127.0.0.1:9"}, "a stand-in target"
 
     monkeypatch.setattr(load, "admin_target", admin_target)

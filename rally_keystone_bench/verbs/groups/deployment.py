@@ -47,15 +47,20 @@ class Deployment(OptionGroup):
     def unchecked(self, args: argparse.Namespace, trace: bool = False) -> DeploymentSettings:
         """The Deployment of the options; unset ones keep their defaults. TRACE is the
         field no deployment option sets: run's --trace, resolved by its Tracing group."""
-        values = {n: getattr(args, n) for n in DEPLOYMENT if getattr(args, n, None) is not None}
+        names = [n for n in DEPLOYMENT if n != "workers" or self.workers]
+        # (without its own --workers, the verb's are not the server's: load's are Locust's)
+        values = {n: getattr(args, n) for n in names if getattr(args, n, None) is not None}
         return DeploymentSettings.from_mapping({**values, "trace": trace}, "the command line")
 
-    def settings(self, args: argparse.Namespace) -> DeploymentSettings:
+    def settings(self, args: argparse.Namespace, workers: int | None = None) -> DeploymentSettings:
         """The deployment, validated, its Keystone environment built and its --set
-        checked: bad input said at the door, before a verb makes a file."""
+        checked: bad input said at the door, before a verb makes a file. WORKERS: its
+        server workers, when the verb names them otherwise (load's --server-workers)."""
         from rally_keystone_bench.driver import targets
 
         found = self.unchecked(args)
+        if workers is not None:
+            found = dataclasses.replace(found, workers=workers)
         found.validate()
         targets.check_deployment(found)
         return found
