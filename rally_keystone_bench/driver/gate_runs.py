@@ -108,13 +108,12 @@ def paired_rally(
 ) -> PairedTask:
     """The Rally home, the paired task's arguments and each side's server pids."""
     home = rallyenv.RallyHome(run_root / "rally")
-    # The admin is the env's user too: without a user, Rally creates
-    # (and afterwards deletes) a project and users for every workload,
-    # half a minute each on a busy 2-core machine. The paired scenario
-    # reads both sides' openrc files and uses neither.
+    # The admin is the env's user too (admin_user_spec): without a user, Rally
+    # creates (and afterwards deletes) a project and users for every workload,
+    # half a minute each on a busy 2-core machine. The paired scenario reads
+    # both sides' openrc files and uses neither.
     admin = keystones["baseline"].admin_credentials
-    user = {k: v for k, v in admin.items() if k != "auth_url"}
-    home.create_env(rally_task.ENV_NAME, rallyenv.keystone_spec(admin, users=[user]))
+    home.create_env(rally_task.ENV_NAME, rallyenv.admin_user_spec(admin))
     home.check_env(rally_task.ENV_NAME)
     # Each side's admin, or with --identity ldap a user of each side's directory.
     side_targets = {

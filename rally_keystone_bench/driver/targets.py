@@ -133,8 +133,14 @@ def prepared_env(
     deployment: Deployment | None = None,
     say: Callable[[str], None] = progress,
     trace_rate: float | None = None,
+    admin_user: bool = False,
 ) -> Iterator[ReadyEnv]:
     """A RallyHome in RUN_DIR with a checked env named ENV_NAME.
+
+    ADMIN_USER: a local Keystone's or the mock's admin is the env's user too
+    (rallyenv.admin_user_spec: no project and user made by Rally's task
+    validation for every ``rally task start``), for tasks whose every workload
+    names keystone_users (capacity's probes); a cloud's spec stays as given.
 
     CLOUD: the Rally env spec of an existing cloud; MOCK: a mock token
     service, started here; else a local Keystone of DEPLOYMENT (default
@@ -160,7 +166,8 @@ def prepared_env(
         elif server is not None:
             server.start()
         if server is not None:
-            spec = rallyenv.keystone_spec(server.admin_credentials)
+            admin = server.admin_credentials
+            spec = rallyenv.admin_user_spec(admin) if admin_user else rallyenv.keystone_spec(admin)
         if isinstance(server, LocalKeystone) and server.directory_users_path is not None:
             # keystone_users {existing: true, domain: ...} finds the
             # directory's users (a 0600 file) through the env's extras.

@@ -189,7 +189,7 @@ def _search_rally(
     **target: Any,
 ) -> tuple[capacity.Outcome, str]:
     """The search with every probe a real ``rally task start`` (a ramp first to bracket N)."""
-    with targets.prepared_env(run_dir, deployment=deployment, **target) as env:
+    with targets.prepared_env(run_dir, deployment=deployment, admin_user=True, **target) as env:
         described = targets.describe(where.target, env.auth_url, target.get("mock"))
         rally_task.progress(f"target: {described}")
         ldap = targets.identity_task_args(deployment, {})

@@ -321,7 +321,9 @@ def run_rally(settings: LoadSettings, out: LoadOutput, run_dir: Path) -> int:
     cloud = where.cloud_spec() if where.target == "cloud" else None
     prober: RallyProber | None = None
     try:
-        with targets.prepared_env(run_dir, cloud=cloud, mock=mock, deployment=deployment) as env:
+        with targets.prepared_env(
+            run_dir, cloud=cloud, mock=mock, deployment=deployment, admin_user=True
+        ) as env:
             progress(f"target: {targets.describe(where.target, env.auth_url, mock)}")
             prober = RallyProber(
                 env.home,
