@@ -120,7 +120,7 @@ def _check(args: argparse.Namespace) -> None:
             raise BenchError("--from-report is an export's source: add --export")
         if not Path(args.from_report).is_dir():
             raise BenchError(f"--from-report {args.from_report}: no such directory")
-    elif not options.history_url(args):
+    elif not options.history_url(args.history):
         raise BenchError(f"no store: give --history STORE or set {ENV_VAR}")
     if 1 / (args.permutations + 1) > args.alpha:  # no series could ever be significant
         need = math.ceil(1 / args.alpha) - 1
@@ -207,7 +207,7 @@ def main(args: argparse.Namespace) -> int:
     if args.from_report:
         _export(args, _runs_from_report(Path(args.from_report)))
         return 0
-    url = options.history_url(args)
+    url = options.history_url(args.history)
     assert url is not None
     if not url.startswith(("postgresql://", "postgres://")) and Path(url).is_dir():
         raise BenchError(f"--history {url}: is a directory, not a store file")

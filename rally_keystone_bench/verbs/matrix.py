@@ -298,8 +298,4 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="rounds over all deployments, interleaved (default 1)",
     )
     options.add_history_option(parser)
-    parser.add_argument(
-        "--reports-dir",
-        default="reports",
-        help="where the reports go, in a directory per run (default reports)",
-    )
+    options.add_reports_dir_option(parser)

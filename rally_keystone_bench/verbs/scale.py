@@ -88,11 +88,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         action="store_true",
         help="make data of a size above what this machine can hold (deploy/limits.py)",
     )
-    p.add_argument(
-        "--reports-dir",
-        default="reports",
-        help="where the reports go, in a directory per run (default reports)",
-    )
+    options.add_reports_dir_option(p)
     DEPLOYMENT.add(p)
     options.add_history_option(p)
 

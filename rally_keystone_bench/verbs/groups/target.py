@@ -55,11 +55,7 @@ class Target(OptionGroup):
             default=None,
             help="--target cloud: a Rally env spec file (default: the OS_* variables)",
         )
-        parser.add_argument(
-            "--reports-dir",
-            default="reports",
-            help="where the reports go, in a directory per run (default reports)",
-        )
+        options.add_reports_dir_option(parser)
         parser.add_argument(
             "--force",
             action="store_true",
