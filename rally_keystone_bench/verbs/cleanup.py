@@ -11,6 +11,7 @@ Locust load whose master was killed before it deleted them.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import os
 from pathlib import Path
 from typing import Any
@@ -24,12 +25,23 @@ from rally_keystone_bench.plugins.contexts import leftovers, reuse
 from rally_keystone_bench.verbs import options
 
 
-def admin_credential(args: argparse.Namespace) -> dict[str, Any]:
-    """Admin credentials from --spec, --run-dir's openrc, or the OS_* variables."""
-    if args.spec:
-        return credentials.from_spec_file(args.spec)
-    if args.run_dir:
-        openrc = Path(args.run_dir) / "openrc"
+@dataclasses.dataclass(frozen=True)
+class CleanupSettings:
+    """What to delete (one of reuse, workload, load) and whose admin credentials."""
+
+    reuse: str | None  # a reuse TAG
+    workload: list[str] | None  # --workload-id IDs
+    load: list[str] | None  # --load IDs
+    spec: str | None  # admin credentials: a Rally env spec file
+    run_dir: str | None  # ... or a local Keystone's openrc (else the OS_* variables)
+
+
+def admin_credential(spec: str | None, run_dir: str | None) -> dict[str, Any]:
+    """Admin credentials from SPEC (--spec), RUN_DIR's openrc, or the OS_* variables."""
+    if spec:
+        return credentials.from_spec_file(spec)
+    if run_dir:
+        openrc = Path(run_dir) / "openrc"
         if not openrc.exists():
             raise BenchError(f"{openrc} does not exist: is that a keystone-bench run directory?")
         return credentials.from_openrc(openrc)
@@ -38,15 +50,16 @@ def admin_credential(args: argparse.Namespace) -> dict[str, Any]:
 
 def main(args: argparse.Namespace) -> int:
     """Delete the tag's projects, users and state file, or what the workloads left."""
-    given = [o for o in (args.reuse, args.workload, args.load) if o]
+    settings = options.read(CleanupSettings, args)
+    given = [o for o in (settings.reuse, settings.workload, settings.load) if o]
     if len(given) != 1:
         raise BenchError("cleanup needs one of --reuse TAG, --workload-id ID or --load ID")
-    if args.workload:
-        return clean_workloads(args)
-    if args.load:
-        return clean_loads(args)
-    tag = reuse.check_tag(args.reuse)
-    cred = admin_credential(args)
+    if settings.workload:
+        return clean_workloads(settings)
+    if settings.load:
+        return clean_loads(settings)
+    tag = reuse.check_tag(settings.reuse)
+    cred = admin_credential(settings.spec, settings.run_dir)
     admin = AdminClient(cred)
     try:
         projects, users = reuse.delete_tag(admin, tag)
@@ -58,10 +71,10 @@ def main(args: argparse.Namespace) -> int:
     return 0
 
 
-def clean_workloads(args: argparse.Namespace) -> int:
+def clean_workloads(settings: CleanupSettings) -> int:
     """Delete what each --workload-id's contexts left; one line per workload."""
-    shorts = list(dict.fromkeys(leftovers.check_workload(w) for w in args.workload))
-    admin = AdminClient(admin_credential(args))
+    shorts = list(dict.fromkeys(leftovers.check_workload(w) for w in settings.workload or ()))
+    admin = AdminClient(admin_credential(settings.spec, settings.run_dir))
     for short in shorts:
         names = " and ".join(f"{p}*" for p in leftovers.prefixes(short))
         try:
@@ -72,10 +85,10 @@ def clean_workloads(args: argparse.Namespace) -> int:
     return 0
 
 
-def clean_loads(args: argparse.Namespace) -> int:
+def clean_loads(settings: CleanupSettings) -> int:
     """Delete the users and project each --load's Locust master left; one line per load."""
-    run_ids = list(dict.fromkeys(locust_setup.check_run_id(r) for r in args.load))
-    admin = AdminClient(admin_credential(args))
+    run_ids = list(dict.fromkeys(locust_setup.check_run_id(r) for r in settings.load or ()))
+    admin = AdminClient(admin_credential(settings.spec, settings.run_dir))
     for run_id in run_ids:
         name = f"{locust_setup.run_prefix(run_id)}*"
         try:

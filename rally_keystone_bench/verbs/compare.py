@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 from pathlib import Path
 
@@ -13,45 +14,64 @@ from rally_keystone_bench.driver import machine as machine_record
 from rally_keystone_bench.driver import reports
 from rally_keystone_bench.report import compare as compare_report
 from rally_keystone_bench.report import counters as report_counters
-from rally_keystone_bench.verbs import groups
+from rally_keystone_bench.verbs import groups, options
 from rally_keystone_bench.verdicts import compare, counters, profiles, verdict_head
+
+VERDICT_RULES = groups.VerdictRules()
+
+
+@dataclasses.dataclass(frozen=True)
+class CompareSettings:
+    """compare's own options (the verdict's rules: groups.VerdictRules)."""
+
+    base: str  # a Rally JSON report, a summary.json or a task UUID
+    candidate: str
+    threshold: float  # percent
+    json: str | None  # where to write the comparison too, or None
+    html: str | None
+    junit: str | None
 
 
 def main(args: argparse.Namespace) -> int:
     """0 no regression, 1 regression, 2 bad input."""
-    verdict_head.check_rules(args.threshold, args.alpha, args.max_failure_increase)
-    for flag, path in (("--json", args.json), ("--html", args.html), ("--junit", args.junit)):
+    settings, rules = options.read(CompareSettings, args), VERDICT_RULES.settings(args)
+    verdict_head.check_rules(settings.threshold, rules.alpha, rules.max_failure_increase)
+    for flag, path in (
+        ("--json", settings.json),
+        ("--html", settings.html),
+        ("--junit", settings.junit),
+    ):
         if path:
             compare_report.check_writable(path, flag)
-    base = reports.load_any(args.base)
-    cand = reports.load_any(args.candidate)
+    base = reports.load_any(settings.base)
+    cand = reports.load_any(settings.candidate)
     result = compare.compare_workloads(
         base,
         cand,
-        args.threshold,
-        args.alpha,
-        base_name=args.base,
-        cand_name=args.candidate,
-        max_failure_increase=args.max_failure_increase,
-        machines={"base": machine_record.load_saved(args.base),
-                  "candidate": machine_record.load_saved(args.candidate)},
-        deployments={"base": deployment_of(args.base),
-                     "candidate": deployment_of(args.candidate)},
+        settings.threshold,
+        rules.alpha,
+        base_name=settings.base,
+        cand_name=settings.candidate,
+        max_failure_increase=rules.max_failure_increase,
+        machines={"base": machine_record.load_saved(settings.base),
+                  "candidate": machine_record.load_saved(settings.candidate)},
+        deployments={"base": deployment_of(settings.base),
+                     "candidate": deployment_of(settings.candidate)},
     )  # fmt: skip
-    changes = counter_changes(args.base, args.candidate, base, cand)
+    changes = counter_changes(settings.base, settings.candidate, base, cand)
     result.counters_unknown = [c.key for c in changes if c.unknown and c.counter == counters.SQL]
     result.counters_failed = [c.rise for c in changes if c.failed]
-    went = where_time_went(args.base, args.candidate)
+    went = where_time_went(settings.base, settings.candidate)
     text = compare_report.format_text(result)
     moved = latency_moved(result)
     print(report_counters.with_evidence(text, changes, moved, went, "base"))
-    if args.json:
-        compare_report.write_json(result, args.json)
-    if args.html:
+    if settings.json:
+        compare_report.write_json(result, settings.json)
+    if settings.html:
         shown = report_counters.evidence_html(changes, moved, went, "base")
-        compare_report.write_html(result, args.html, shown, (base, cand))
-    if args.junit:
-        compare_report.write_junit(result, args.junit, changes)
+        compare_report.write_html(result, settings.html, shown, (base, cand))
+    if settings.junit:
+        compare_report.write_junit(result, settings.junit, changes)
     if result.inconclusive:
         return result.exit_code  # a busy machine or another deployment: never a conviction
     if any(c.failed for c in changes):
@@ -129,7 +149,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--threshold", type=boundary.non_negative, default=10.0, help="percent (default 10)"
     )
-    groups.VerdictRules().add(parser)
+    VERDICT_RULES.add(parser)
     parser.add_argument(
         "--json", default=None, metavar="OUT", help="also write the comparison as JSON to OUT"
     )

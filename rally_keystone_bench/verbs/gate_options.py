@@ -69,11 +69,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="a slowdown (or CPU per request growth) above this many percent fails (default 10)",
     )
     VERDICT_RULES.add(parser)
-    parser.add_argument(
-        "--reports-dir",
-        default="reports",
-        help="where the reports go, in a directory per run (default reports)",
-    )
+    verb_options.add_reports_dir_option(parser)
     parser.add_argument(
         "--task-args",
         default=None,

@@ -38,9 +38,37 @@ class Filters:
     deployment: str | None
     machine: str | None
 
-    @classmethod
-    def of(cls, args: argparse.Namespace) -> Filters:
-        return cls(args.workload, args.action, args.deployment, args.machine)
+
+@dataclasses.dataclass(frozen=True)
+class HistorySettings:
+    """The options of ``history``, as given (the door of main)."""
+
+    history: str | None  # the store (None: $KEYSTONE_BENCH_HISTORY)
+    workload: str | None
+    action: str | None
+    deployment: str | None
+    machine: str | None
+    metric: str
+    series: bool
+    across_deployments: bool
+    changes: bool
+    html: str | None
+    alpha: float
+    permutations: int
+    min_change: float  # percent
+    export: str | None  # openmetrics or influx
+    out: str | None
+    push: str | None
+    from_report: str | None
+
+    @property
+    def filters(self) -> Filters:
+        return Filters(self.workload, self.action, self.deployment, self.machine)
+
+    @property
+    def store(self) -> str | None:
+        """The store's URL: --history, else the environment's."""
+        return options.history_url(self.history)
 
 
 FILTERS = tuple(f.name for f in dataclasses.fields(Filters))  # each a --NAME TEXT option
@@ -110,25 +138,25 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def _check(args: argparse.Namespace) -> None:
-    if args.push and args.export != "openmetrics":
+def _check(settings: HistorySettings) -> None:
+    if settings.push and settings.export != "openmetrics":
         raise BenchError("--push sends the OpenMetrics export: add --export openmetrics")
-    if args.push and not args.push.startswith(("http://", "https://")):
-        raise BenchError(f"--push {args.push}: not an http(s):// URL")
-    if args.from_report:
-        if not args.export:
+    if settings.push and not settings.push.startswith(("http://", "https://")):
+        raise BenchError(f"--push {settings.push}: not an http(s):// URL")
+    if settings.from_report:
+        if not settings.export:
             raise BenchError("--from-report is an export's source: add --export")
-        if not Path(args.from_report).is_dir():
-            raise BenchError(f"--from-report {args.from_report}: no such directory")
-    elif not options.history_url(args):
+        if not Path(settings.from_report).is_dir():
+            raise BenchError(f"--from-report {settings.from_report}: no such directory")
+    elif not settings.store:
         raise BenchError(f"no store: give --history STORE or set {ENV_VAR}")
-    if 1 / (args.permutations + 1) > args.alpha:  # no series could ever be significant
-        need = math.ceil(1 / args.alpha) - 1
+    if 1 / (settings.permutations + 1) > settings.alpha:  # no series could ever be significant
+        need = math.ceil(1 / settings.alpha) - 1
         raise BenchError(
-            f"--permutations {args.permutations} cannot reach --alpha {args.alpha:g} "
-            f"(the smallest p-value is 1/{args.permutations + 1}): give at least {need}"
+            f"--permutations {settings.permutations} cannot reach --alpha {settings.alpha:g} "
+            f"(the smallest p-value is 1/{settings.permutations + 1}): give at least {need}"
         )
-    for path in (args.html, args.out):
+    for path in (settings.html, settings.out):
         if path and not Path(path).resolve().parent.is_dir():
             raise BenchError(f"{path}: no directory {Path(path).resolve().parent}")
 
@@ -146,19 +174,19 @@ def _runs_from_report(directory: Path) -> list[dict[str, Any]]:
     return [{"id": 0, **columns, "rows": [r.columns() | {"counters": r.counters} for r in rows]}]
 
 
-def _export(args: argparse.Namespace, runs: list[dict[str, Any]]) -> None:
+def _export(settings: HistorySettings, runs: list[dict[str, Any]]) -> None:
     text = (
         history_report.openmetrics(runs)
-        if args.export == "openmetrics"
+        if settings.export == "openmetrics"
         else history_report.influx(runs)
     )
-    if args.out:
-        print(f"{args.export}: {history_report.save_export(Path(args.out), text)}")
-    elif not args.push:
+    if settings.out:
+        print(f"{settings.export}: {history_report.save_export(Path(settings.out), text)}")
+    elif not settings.push:
         sys.stdout.write(text)
-    if args.push:
-        push(args.push, text)
-        print(f"pushed to {args.push}")
+    if settings.push:
+        push(settings.push, text)
+        print(f"pushed to {settings.push}")
 
 
 def push(url: str, text: str) -> None:
@@ -178,16 +206,18 @@ def push(url: str, text: str) -> None:
         raise BenchError(f"--push {url}: {getattr(exc, 'reason', exc)}") from None
 
 
-def _analysed(args: argparse.Namespace, runs: list[dict[str, Any]]) -> list[tuple]:
-    settings = ChangePointSettings(
-        alpha=args.alpha, permutations=args.permutations, min_change=args.min_change / 100
+def _analysed(settings: HistorySettings, runs: list[dict[str, Any]]) -> list[tuple]:
+    rules = ChangePointSettings(
+        alpha=settings.alpha,
+        permutations=settings.permutations,
+        min_change=settings.min_change / 100,
     )
     by_id = {r["id"]: r for r in runs}
     out = []
-    for s in history_series.build_series(runs, args.metric, args.across_deployments):
-        if not _matches(Filters.of(args), args.across_deployments, s):
+    for s in history_series.build_series(runs, settings.metric, settings.across_deployments):
+        if not _matches(settings.filters, settings.across_deployments, s):
             continue
-        found = history_series.change_points(s, by_id, settings, records.commits_between)
+        found = history_series.change_points(s, by_id, rules, records.commits_between)
         out.append((s, found))
     return out
 
@@ -203,11 +233,12 @@ def _matches(filters: Filters, across_deployments: bool, s: history_series.Serie
 
 
 def main(args: argparse.Namespace) -> int:
-    _check(args)
-    if args.from_report:
-        _export(args, _runs_from_report(Path(args.from_report)))
+    settings = options.read(HistorySettings, args)
+    _check(settings)
+    if settings.from_report:
+        _export(settings, _runs_from_report(Path(settings.from_report)))
         return 0
-    url = options.history_url(args)
+    url = settings.store
     assert url is not None
     if not url.startswith(("postgresql://", "postgres://")) and Path(url).is_dir():
         raise BenchError(f"--history {url}: is a directory, not a store file")
@@ -215,19 +246,19 @@ def main(args: argparse.Namespace) -> int:
         raise BenchError(f"--history {url}: no such store (a run with --history creates it)")
     with Store.open(url) as store:
         where = store.where
-        runs = store.runs(**dataclasses.asdict(Filters.of(args)))
-    if args.export:
-        _export(args, runs)
+        runs = store.runs(**dataclasses.asdict(settings.filters))
+    if settings.export:
+        _export(settings, runs)
         return 0
-    if not (args.series or args.changes or args.html):
+    if not (settings.series or settings.changes or settings.html):
         print(history_report.format_runs(runs))
         return 0
-    analysed = _analysed(args, runs)
-    if args.series:
+    analysed = _analysed(settings, runs)
+    if settings.series:
         for s, found in analysed:
             print(history_report.format_series(s, found))
-    if args.changes or args.series:
+    if settings.changes or settings.series:
         print(history_report.format_change_points(analysed))
-    if args.html:
-        print(f"history: {history_report.write_html(Path(args.html), analysed, runs, where)}")
+    if settings.html:
+        print(f"history: {history_report.write_html(Path(settings.html), analysed, runs, where)}")
     return 0

@@ -15,8 +15,9 @@ DEFAULT_RUN_DIR = ".keystone-bench/keystone"
 DEPLOYMENT = groups.Deployment()  # keystone up's options
 
 
-def _run_dir(args: argparse.Namespace) -> Path:
-    path = Path(args.run_dir or DEFAULT_RUN_DIR)
+def _run_dir(given: str | None) -> Path:
+    """The --run-dir GIVEN (None: the default), checked."""
+    path = Path(given or DEFAULT_RUN_DIR)
     check_run_dir(path)
     return path
 
@@ -28,9 +29,9 @@ def check_run_dir(path: Path, flag: str = "--run-dir") -> None:
 
 
 def keystone_up(args: argparse.Namespace) -> int:
-    run_dir = _run_dir(args)
-    # A bad SPEC or --set: one line, before the run directory is made.
-    ks = LocalKeystone(DEPLOYMENT.settings(args), run_dir, progress=progress)
+    run_dir = _run_dir(args.run_dir)
+    deployment = DEPLOYMENT.settings(args)  # a bad SPEC or --set: before the run dir is made
+    ks = LocalKeystone(deployment, run_dir, progress=progress)
     if ks.is_running():
         raise BenchError(f"a Keystone from {ks.run_dir} is already running: keystone down first")
     start_explained(ks)
@@ -41,7 +42,7 @@ def keystone_up(args: argparse.Namespace) -> int:
 
 
 def keystone_down(args: argparse.Namespace) -> int:
-    ks = LocalKeystone(run_dir=_run_dir(args), progress=progress)
+    ks = LocalKeystone(run_dir=_run_dir(args.run_dir), progress=progress)
     if not ks.state_path.exists():
         print(f"no Keystone was started from {ks.run_dir}")
         return 0
@@ -53,7 +54,7 @@ def keystone_down(args: argparse.Namespace) -> int:
 
 
 def keystone_status(args: argparse.Namespace) -> int:
-    ks = LocalKeystone(run_dir=_run_dir(args))
+    ks = LocalKeystone(run_dir=_run_dir(args.run_dir))
     if not ks.state_path.exists():
         raise BenchError(f"no Keystone was started from {ks.run_dir}")
     if ks.is_running() and ks.answers():

@@ -18,6 +18,7 @@ and throughput, written as matrix.html and matrix.json.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -165,19 +166,32 @@ def checked_task(name: str, deployments: dict[str, Deployment], task_args: dict)
     return checked[0] if checked else task_files.checked(name, task_args)
 
 
+@dataclasses.dataclass(frozen=True)
+class MatrixSettings:
+    """matrix's options, as given (the door of main)."""
+
+    deployments: str  # the deployments' YAML file
+    task: str
+    task_args: str | None  # JSON
+    repeat: int
+    history: str | None  # the results store (None: the environment's, if any)
+    reports_dir: str
+
+
 def main(args: argparse.Namespace) -> int:
     # Every input is checked (load_deployments validates each deployment), and
     # every environment built, before any load.
-    deployments = load_deployments(args.deployments)
-    task_args = workspace.parse_task_args(args.task_args)
-    task = checked_task(args.task, deployments, task_args)
-    if args.repeat < 1:
-        raise BenchError(f"--repeat must be at least 1, not {args.repeat}")
-    options.check_history(args)
+    settings = options.read(MatrixSettings, args)
+    deployments = load_deployments(settings.deployments)
+    task_args = workspace.parse_task_args(settings.task_args)
+    task = checked_task(settings.task, deployments, task_args)
+    if settings.repeat < 1:
+        raise BenchError(f"--repeat must be at least 1, not {settings.repeat}")
+    history = options.check_store(options.history_url(settings.history))
     stamp = workspace.utc_stamp()
     targets.build_envs(deployments)  # a SPEC that does not install: no directory made yet
     run_root = workspace.run_dir(f"matrix-{stamp}")
-    out_dir = (Path(args.reports_dir) / stamp).resolve()
+    out_dir = (Path(settings.reports_dir) / stamp).resolve()
     out_dir.mkdir(parents=True, exist_ok=True)
     described = {name: dep.describe() for name, dep in deployments.items()}
 
@@ -198,8 +212,8 @@ def main(args: argparse.Namespace) -> int:
         try:
             for i, (name, dep) in enumerate(deployments.items(), 1):
                 rally_task.progress(f"deployment {i} of {n}: {name} ({dep.describe()})")
-                for k in range(1, args.repeat + 1):
-                    label, sub = run_names(name, k, args.repeat)
+                for k in range(1, settings.repeat + 1):
+                    label, sub = run_names(name, k, settings.repeat)
                     run_dir = run_root / sub
                     try:
                         outcome = run_one(dep, task, task_args, run_dir, out_dir / sub)
@@ -227,12 +241,12 @@ def main(args: argparse.Namespace) -> int:
                 rally_task.progress(f"interrupted; the table of what ran: {html}")
             raise
     (html, js), rows = report()
-    print_summary(rows, args.repeat, per_node, (html, js, out_dir))
-    record_history(args, deployments, out_dir, measured)
+    print_summary(rows, settings.repeat, per_node, (html, js, out_dir))
+    record_history(history, settings.repeat, deployments, out_dir, measured)
     if errors:
         names = ", ".join(errors)
         raise BenchError(
-            f"{len(errors)} of {n * args.repeat} deployment runs failed ({names}); "
+            f"{len(errors)} of {n * settings.repeat} deployment runs failed ({names}); "
             f"the reasons are in {js}"
         )
     return 1 if failed else 0
@@ -255,20 +269,21 @@ def run_one(
 
 
 def record_history(
-    args: argparse.Namespace,
+    history: str | None,
+    repeat: int,
     deployments: Mapping[str, Deployment],
     out_dir: Path,
     measured: Mapping[str, TaskOutcome],
 ) -> None:
-    """With --history: one run per deployment run that measured (MEASURED: its outcome by
-    its label), with its deployment line."""
+    """In the store HISTORY (None: none): one run per deployment run that measured
+    (MEASURED: its outcome by its label), with its deployment line."""
     for name, dep in deployments.items():
-        for k in range(1, args.repeat + 1):
-            label, sub = run_names(name, k, args.repeat)
+        for k in range(1, repeat + 1):
+            label, sub = run_names(name, k, repeat)
             if label in measured:
                 dest = out_dir / sub
                 summaries = recording.summaries_of_outcomes([measured[label]], dest, "matrix")
-                options.record_history(args, "matrix", dest, dep, summaries)
+                options.record_history(history, "matrix", dest, dep, summaries)
 
 
 def run_names(name: str, k: int, repeat: int) -> tuple[str, str]:
@@ -298,8 +313,4 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="rounds over all deployments, interleaved (default 1)",
     )
     options.add_history_option(parser)
-    parser.add_argument(
-        "--reports-dir",
-        default="reports",
-        help="where the reports go, in a directory per run (default reports)",
-    )
+    options.add_reports_dir_option(parser)

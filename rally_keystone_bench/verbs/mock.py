@@ -3,33 +3,49 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
 from pathlib import Path
 
 from rally_keystone_bench import boundary, writer
 from rally_keystone_bench.deploy import mock
 from rally_keystone_bench.errors import BenchError
-from rally_keystone_bench.verbs import applicability
+from rally_keystone_bench.verbs import groups, options
 
-RULES = {"stall_every": ("stall", applicability.NONZERO)}
+# The mock's processes, service time and stalls: the options capacity and load
+# give --target mock, here unprefixed.
+MOCK = groups.Mock(0.0, "fixed service time per request, in ms", stall=True, serve=True)
+RULES = groups.rules(MOCK)
+
+
+@dataclasses.dataclass(frozen=True)
+class ServeSettings:
+    """The mock verb's own options (the mock's: the Mock group's settings)."""
+
+    port: int | None  # None: a free one
+    slope: float  # ms per second
+    error_rate: float
+    host: str
+    run_dir: str | None  # None: a temporary directory
 
 
 def main(args: argparse.Namespace) -> int:
-    if args.run_dir and Path(args.run_dir).exists() and not Path(args.run_dir).is_dir():
-        raise BenchError(f"--run-dir {args.run_dir} is a file, not a directory")
-    tmp = None if args.run_dir else writer.temporary_directory("ks-mock-")
-    run_dir = Path(args.run_dir or tmp.name).resolve()
+    settings, mocked = options.read(ServeSettings, args), MOCK.settings(args)
+    if settings.run_dir and Path(settings.run_dir).exists() and not Path(settings.run_dir).is_dir():
+        raise BenchError(f"--run-dir {settings.run_dir} is a file, not a directory")
+    tmp = None if settings.run_dir else writer.temporary_directory("ks-mock-")
+    run_dir = Path(settings.run_dir or tmp.name).resolve()
     try:
         return mock.serve(
             run_dir,
-            port=args.port,
-            workers=args.workers or 1,  # None: the mock's own default
-            service_time_ms=args.service_time,
-            slope_ms_per_s=args.slope,
-            error_rate=args.error_rate,
+            port=settings.port,
+            workers=mocked.workers,
+            service_time_ms=mocked.service_time_ms,
+            slope_ms_per_s=settings.slope,
+            error_rate=settings.error_rate,
             announce=lambda line: print(line, flush=True),
-            stall_s=args.stall,
-            stall_every_s=args.stall_every,
-            host=args.host,
+            stall_s=mocked.stall_s,
+            stall_every_s=mocked.stall_every_s,
+            host=settings.host,
         )
     finally:
         if tmp is not None:
@@ -44,16 +60,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default=None,
         help="loopback port to listen on (default: a free one)",
     )
-    parser.add_argument(
-        "--workers", type=boundary.positive_int, default=None, help="server processes (default 1)"
-    )
-    parser.add_argument(
-        "--service-time",
-        type=boundary.non_negative,
-        default=0.0,
-        metavar="MS",
-        help="fixed service time per request, in ms",
-    )
+    MOCK.add_service(parser)
     parser.add_argument(
         "--slope",
         type=boundary.number_in(),
@@ -67,20 +74,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default=0.0,
         help="fraction of token requests answered with HTTP 500",
     )
-    parser.add_argument(
-        "--stall",
-        type=boundary.non_negative,
-        default=0.0,
-        metavar="SECONDS",
-        help="every worker stops answering token requests for this long (needs --stall-every)",
-    )
-    parser.add_argument(
-        "--stall-every",
-        type=boundary.non_negative,
-        default=0.0,
-        metavar="SECONDS",
-        help="seconds from one stall to the next; the first starts this long after start",
-    )
+    MOCK.add_stall(parser)
     parser.add_argument(
         "--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)"
     )

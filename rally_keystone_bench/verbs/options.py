@@ -8,11 +8,12 @@ Not a verb: the verbs share it, and nothing below the verbs sees a Namespace.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import os
 import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from rally_keystone_bench.deploy import conf_options, identity
 from rally_keystone_bench.deploy.deployment import Deployment
@@ -22,6 +23,14 @@ from rally_keystone_bench.history import records as history_records
 from rally_keystone_bench.history import store as history_store
 from rally_keystone_bench.verbs import recording
 from rally_keystone_bench.verdicts import capacity
+
+S = TypeVar("S")
+
+
+def read(settings: type[S], args: argparse.Namespace) -> S:
+    """A verb's frozen SETTINGS from the options of the same dests: the one place its
+    ``main`` reads the parsed arguments (the door)."""
+    return settings(**{f.name: vars(args)[f.name] for f in dataclasses.fields(settings)})
 
 
 def cloud_spec(spec: str | None) -> dict:
@@ -59,6 +68,15 @@ def check_rate(flag: str, rate: float, engine_name: str, runner: str, force: boo
     raise BenchError(f"{line}: lower it, or add --force to try anyway")
 
 
+def add_reports_dir_option(p: argparse.ArgumentParser) -> None:
+    """``--reports-dir DIR``: where a verb that measures writes its reports."""
+    p.add_argument(
+        "--reports-dir",
+        default="reports",
+        help="where the reports go, in a directory per run (default reports)",
+    )
+
+
 # -- the results store (doc/source/history.rst) -------------------------------------
 def add_history_option(p: argparse.ArgumentParser) -> None:
     """``--history STORE``: record what the verb measured (run, gate, capacity, matrix,
@@ -72,17 +90,22 @@ def add_history_option(p: argparse.ArgumentParser) -> None:
     )
 
 
-def history_url(args: argparse.Namespace) -> str | None:
-    """The store named by --history, else by the environment; None: do not record."""
-    return args.history or os.environ.get(history_store.ENV_VAR) or None
+def history_url(given: str | None) -> str | None:
+    """The store named by --history (GIVEN), else by the environment; None: do not record."""
+    return given or os.environ.get(history_store.ENV_VAR) or None
 
 
-def check_history(args: argparse.Namespace) -> str | None:
-    """Open (create, migrate) the store now, so that a bad one fails before any load."""
-    url = history_url(args)
+def check_store(url: str | None) -> str | None:
+    """Open (create, migrate) the store of URL now, so that a bad one fails before any
+    load; URL back."""
     if url:
         history_store.Store.open(url).close()
     return url
+
+
+def check_history(args: argparse.Namespace) -> str | None:
+    """The store of the verb's --history (or the environment's), checked: check_store."""
+    return check_store(history_url(args.history))
 
 
 def deployment_line(deployment: Deployment) -> str:
@@ -104,7 +127,7 @@ def record_history(
     run; its id (None: no store, or nothing measured). WHERE names a target without a
     local deployment; LINE replaces the deployment line (gate: both sides). STORE: the
     store's URL as check_history gave it (None: no store), or a verb's arguments."""
-    url = history_url(store) if isinstance(store, argparse.Namespace) else store
+    url = history_url(store.history) if isinstance(store, argparse.Namespace) else store
     if not url:
         return None
     rows = [*rows, *history_records.rows_from_summaries(summaries)]

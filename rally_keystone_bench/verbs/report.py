@@ -17,10 +17,11 @@ from rally_keystone_bench.report.render import ms
 
 
 def main(args: argparse.Namespace) -> int:
-    locust_engine.ensure_report(Path(args.result))
-    workloads = reports.load_any(args.result)
-    out_dir = args.out or render.default_out_dir(args.result)
-    html = render.write_summary(workloads, out_dir, args.result).html
+    result, out = args.result, args.out  # the verb's options
+    locust_engine.ensure_report(Path(result))
+    workloads = reports.load_any(result)
+    out_dir = out or render.default_out_dir(result)
+    html = render.write_summary(workloads, out_dir, result).html
     print(f"{html}")
     print(f"{html.with_name('summary.json')}")
     for wl in workloads:

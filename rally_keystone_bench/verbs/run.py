@@ -304,11 +304,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="use the cloud described by OS_* variables (or --spec)",
     )
     parser.add_argument("--spec", default=None, help="a Rally env spec file for an existing cloud")
-    parser.add_argument(
-        "--reports-dir",
-        default="reports",
-        help="where the reports go, in a directory per run (default reports)",
-    )
+    options.add_reports_dir_option(parser)
     DEPLOYMENT.add(parser)
     options.add_history_option(parser)
     TRACING.add(parser)

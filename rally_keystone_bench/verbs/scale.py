@@ -42,6 +42,22 @@ ACTIONS = {
 EXIT_INCONCLUSIVE = 3
 
 
+@dataclasses.dataclass(frozen=True)
+class ScaleSettings:
+    """scale's own options, as given (the local Keystone's: the Deployment group's)."""
+
+    dimension: str
+    values: str  # N,N,...
+    request: str
+    times: int
+    concurrency: int
+    max_p95_ms: float
+    drift_check: str  # on or off
+    force: bool
+    reports_dir: str
+    history: str | None  # the results store (None: the environment's, if any)
+
+
 def add_arguments(p: argparse.ArgumentParser) -> None:
     """The options of ``keystone-bench scale``."""
     p.add_argument(
@@ -88,31 +104,28 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         action="store_true",
         help="make data of a size above what this machine can hold (deploy/limits.py)",
     )
-    p.add_argument(
-        "--reports-dir",
-        default="reports",
-        help="where the reports go, in a directory per run (default reports)",
-    )
+    options.add_reports_dir_option(p)
     DEPLOYMENT.add(p)
     options.add_history_option(p)
 
 
 def main(args: argparse.Namespace) -> int:
-    plan = growth.plan_sweep(args.dimension, args.values)
-    if not args.force:
+    settings = options.read(ScaleSettings, args)
+    deployment = DEPLOYMENT.unchecked(args)  # validated below, once the sizes are
+    plan = growth.plan_sweep(settings.dimension, settings.values)
+    if not settings.force:
         machine_limits.check_data_size(plan.values[-1], plan.dimension.unit)
-    deployment = DEPLOYMENT.unchecked(args)
     deployment.validate()
     point_deployment(deployment, plan.dimension, plan.values[0])  # a clash is bad input
     task = task_files.checked(TASK, {})
-    limits = growth.Limits(max_p95=args.max_p95_ms / 1000)
-    action = ACTIONS[args.request]
+    limits = growth.Limits(max_p95=settings.max_p95_ms / 1000)
+    action = ACTIONS[settings.request]
     # Keystone's environment before the first point: a SPEC that does not
     # install is bad input, said once, before any Keystone starts.
     targets.check_deployment(deployment)
-    options.check_history(args)
-    out_dir, run_dir = workspace.new_run_dirs(args.reports_dir)
-    print(f"scale: {plan.describe()}; {args.request}, {args.times} requests per point")
+    history = options.check_store(options.history_url(settings.history))
+    out_dir, run_dir = workspace.new_run_dirs(settings.reports_dir)
+    print(f"scale: {plan.describe()}; {settings.request}, {settings.times} requests per point")
     sweep = Sweep(plan.dimension, action, deployment.describe())
     outcomes = []  # each point's, for the results store
 
@@ -120,9 +133,9 @@ def main(args: argparse.Namespace) -> int:
         task_args = targets.identity_task_args(
             deployment,
             {
-                "workload": args.request,
-                "times": args.times,
-                "concurrency": args.concurrency,
+                "workload": settings.request,
+                "times": settings.times,
+                "concurrency": settings.concurrency,
                 "sizes": plan.dimension.contexts(size),
             },
         )
@@ -139,7 +152,7 @@ def main(args: argparse.Namespace) -> int:
                 outcome = measure(size, f"point-{size}")
                 if not sweep.add(size, outcome, limits, out_dir / f"point-{size}"):
                     break
-            if args.drift_check == "on" and sweep.whole(len(plan.values)):
+            if settings.drift_check == "on" and sweep.whole(len(plan.values)):
                 first = plan.values[0]
                 sweep.add_again(measure(first, f"point-{first}-again"))
     except Interrupted:
@@ -149,7 +162,7 @@ def main(args: argparse.Namespace) -> int:
         workspace.remove_if_empty(out_dir, run_dir)
     rc = sweep.finish(out_dir)
     summaries = recording.summaries_of_outcomes(outcomes, out_dir, "scale")
-    options.record_history(args, "scale", out_dir, deployment, summaries)
+    options.record_history(history, "scale", out_dir, deployment, summaries)
     return rc
 
 

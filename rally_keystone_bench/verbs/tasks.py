@@ -16,13 +16,14 @@ from rally_keystone_bench.errors import BenchError
 
 
 def main(args: argparse.Namespace) -> int:
-    if args.copy is None:
+    copy = args.copy  # the verb's one option
+    if copy is None:
         for kind in shipped.KINDS:
             print(f"{kind} (in {shipped.DATA / kind}):")
             for path in shipped.files(kind):
                 print(f"  {path.name:<30} {shipped.describe(path)}")
         return 0
-    dest = Path(args.copy)
+    dest = Path(copy)
     if dest.exists() and not dest.is_dir():
         raise BenchError(f"--copy {dest} is a file, not a directory")
     for kind in shipped.KINDS:

@@ -364,7 +364,7 @@ def test_cleanup_reads_admin_credentials_from_a_run_dirs_openrc(tmp_path):
         "export OS_AUTH_URL=http://127.0.0.1:5000/v3\nexport OS_USERNAME=admin\n"
         "export OS_PASSWORD=pw\nexport OS_PROJECT_NAME=admin\n"
     )
-    cred = cleanup.admin_credential(SimpleNamespace(spec=None, run_dir=str(tmp_path)))
+    cred = cleanup.admin_credential(None, str(tmp_path))
     assert cred["auth_url"] == "http://127.0.0.1:5000/v3" and cred["username"] == "admin"
 
 
@@ -375,7 +375,7 @@ def test_cleanup_without_credentials_is_bad_input(monkeypatch):
         if k.startswith("OS_"):
             monkeypatch.delenv(k)
     with pytest.raises(BenchError, match="OS_AUTH_URL"):
-        cleanup.admin_credential(SimpleNamespace(spec=None, run_dir=None))
+        cleanup.admin_credential(None, None)
     with pytest.raises(BenchError, match="reuse tag"):
         reuse.check_tag("bad tag")
 

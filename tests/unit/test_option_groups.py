@@ -25,6 +25,7 @@ GROUPS = [
     groups.ConfSet(),
     groups.Tracing(),
     groups.Counters(),
+    groups.Mock(0.0, "ms", True, serve=True),
 ]
 
 
@@ -39,7 +40,7 @@ def test_a_group_rules_only_the_options_it_declares(group):
     args = parsed(group)
     assert set(group.applies) <= set(vars(args))
     for decider, _allowed in group.applies.values():
-        assert decider in ("target", "engine", "trace", "existing_cloud")
+        assert decider in ("target", "engine", "trace", "existing_cloud", *vars(args))
 
 
 @pytest.mark.parametrize(
@@ -62,6 +63,19 @@ def test_identity_settings_give_both_gate_sides_only_the_options_given():
     identity = groups.Identity()
     settings = identity.settings(parsed(identity, "--identity", "ldap", "--ldap-users", "3"))
     assert settings.given() == {"identity": "ldap", "ldap_users": 3}
+
+
+def test_the_mock_verb_and_target_mock_read_the_same_settings_from_their_own_flags():
+    served, targeted = groups.Mock(0.0, "ms", True, serve=True), groups.Mock(5.0, "ms", True)
+    assert served.settings(parsed(served)).workers == 1  # --workers' default: the mock's
+    argv = ["--workers", "3", "--service-time", "2", "--stall", "1", "--stall-every", "4"]
+    mine = served.settings(parsed(served, *argv))
+    args = parsed(targeted, *[a.replace("--", "--mock-") for a in argv])
+    args.target = "mock"
+    assert mine == targeted.settings(args) == groups.target.MockSettings(3, 2.0, 1.0, 4.0)
+    assert served.applies == {"stall_every": ("stall", groups.base.NONZERO)}
+    with pytest.raises(SystemExit):  # the mock verb's stall: not negative, by its type
+        parsed(served, "--stall", "-1")
 
 
 def test_run_observe_off_turns_tracing_and_profiling_off():

@@ -235,11 +235,11 @@ def test_keystone_bench_cleanup_deletes_the_kept_tokens_with_the_state(monkeypat
     url = "http://127.0.0.1:5000/v3"
     reuse.save_state({"tag": TAG, "auth_url": url, "users": {}})
     reuse.save_tokens({"tag": TAG, "auth_url": url, "users": {}})
-    monkeypatch.setattr(cleanup, "admin_credential", lambda args: {"auth_url": url})
+    monkeypatch.setattr(cleanup, "admin_credential", lambda spec, run_dir: {"auth_url": url})
     admin = SimpleNamespace(stats=SimpleNamespace(total=0))
     monkeypatch.setattr(cleanup, "AdminClient", lambda cred: admin)
     monkeypatch.setattr(reuse, "delete_tag", lambda admin, tag: (1, 4))
-    args = SimpleNamespace(reuse=TAG, workload=None, load=None)
+    args = SimpleNamespace(reuse=TAG, workload=None, load=None, spec=None, run_dir=None)
     assert cleanup.main(args) == 0
     assert f"reuse tag {TAG}: deleted 1 projects and 4 users" in capsys.readouterr().out
     assert not reuse.state_path(TAG, url).exists() and not reuse.tokens_path(TAG, url).exists()

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+from collections.abc import Callable, Mapping
 from pathlib import Path
 
 from rally_keystone_bench import boundary
@@ -12,7 +13,7 @@ from rally_keystone_bench.deploy.mock import MockKeystone, check_stall
 from rally_keystone_bench.errors import BenchError
 from rally_keystone_bench.verbs import options
 from rally_keystone_bench.verbs.applicability import Rule
-from rally_keystone_bench.verbs.groups.base import LOCUST, MOCK, RALLY, OptionGroup
+from rally_keystone_bench.verbs.groups.base import LOCUST, MOCK, NONZERO, RALLY, OptionGroup
 
 TARGET_HELP = {
     "local": "what is measured: a local Keystone (default), the cloud of the OS_* "
@@ -55,11 +56,7 @@ class Target(OptionGroup):
             default=None,
             help="--target cloud: a Rally env spec file (default: the OS_* variables)",
         )
-        parser.add_argument(
-            "--reports-dir",
-            default="reports",
-            help="where the reports go, in a directory per run (default reports)",
-        )
+        options.add_reports_dir_option(parser)
         parser.add_argument(
             "--force",
             action="store_true",
@@ -95,52 +92,113 @@ class MockSettings:
         )
 
 
-class Mock(OptionGroup):
-    """The mock of --target mock: --mock-workers, --mock-service-time (its default and
-    help the verb's), and with STALL --mock-stall and --mock-stall-every."""
+@dataclasses.dataclass(frozen=True)
+class _MockFace:
+    """How a verb's parser spells the mock's options: their prefix, --workers' default,
+    the stall's metavar and type, and their help (the service time's is the verb's)."""
 
-    def __init__(self, service_time: float, service_time_help: str, stall: bool) -> None:
+    prefix: str
+    workers: int | None  # --workers' default (None: the mock's own, as --workers elsewhere)
+    seconds: str  # the stall options' metavar
+    stall_type: Callable[[str], float]
+    help: Mapping[str, str]
+
+
+# capacity and load: the mock is one of the targets, its options prefixed --mock-.
+_TARGET_FACE = _MockFace(
+    "mock-",
+    1,
+    "S",
+    float,  # a negative stall: check_stall's line, under --target mock only
+    {
+        "workers": "--target mock: processes",
+        "stall": "--target mock: every worker stops answering for S seconds "
+        "(needs --mock-stall-every)",
+        "stall_every": "--target mock: seconds from one stall to the next",
+    },
+)
+# the mock verb: the mock itself, its options unprefixed.
+_SERVE_FACE = _MockFace(
+    "",
+    None,
+    "SECONDS",
+    boundary.non_negative,
+    {
+        "workers": "server processes (default 1)",
+        "stall": "every worker stops answering token requests for this long (needs --stall-every)",
+        "stall_every": "seconds from one stall to the next; the first starts this long after start",
+    },
+)
+
+
+class Mock(OptionGroup):
+    """The mock's processes, service time (its default and help the verb's) and, with
+    STALL, its stalls: --mock-workers, --mock-service-time, --mock-stall and
+    --mock-stall-every, applying to --target mock; with SERVE, the mock verb's
+    --workers, --service-time, --stall and --stall-every (--stall-every applying
+    to a --stall above 0)."""
+
+    def __init__(
+        self, service_time: float, service_time_help: str, stall: bool, serve: bool = False
+    ) -> None:
         self.service_time, self.service_time_help = service_time, service_time_help
         self.stall = stall
-        dests = ("mock_workers", "mock_service_time")
-        dests += ("mock_stall", "mock_stall_every") if stall else ()
-        self.applies = dict.fromkeys(dests, MOCK)
+        self.face = _SERVE_FACE if serve else _TARGET_FACE
+        if serve:
+            self.applies = {self.dest("stall_every"): (self.dest("stall"), NONZERO)}
+        else:
+            dests = ("workers", "service_time") + (("stall", "stall_every") if stall else ())
+            self.applies = {self.dest(d): MOCK for d in dests}
+
+    def dest(self, name: str) -> str:
+        """The dest of the mock's option NAME (workers, service_time, stall, stall_every)."""
+        return self.face.prefix.replace("-", "_") + name
 
     def add(self, parser: argparse.ArgumentParser) -> None:
+        self.add_service(parser)
+        self.add_stall(parser)
+
+    def add_service(self, parser: argparse.ArgumentParser) -> None:
+        """The mock's worker processes and service time."""
+        prefix = self.face.prefix
         parser.add_argument(
-            "--mock-workers", type=boundary.positive_int, default=1, help="--target mock: processes"
+            f"--{prefix}workers",
+            type=boundary.positive_int,
+            default=self.face.workers,
+            help=self.face.help["workers"],
         )
         parser.add_argument(
-            "--mock-service-time",
+            f"--{prefix}service-time",
             type=boundary.non_negative,
             default=self.service_time,
             metavar="MS",
             help=self.service_time_help,
         )
+
+    def add_stall(self, parser: argparse.ArgumentParser) -> None:
+        """With STALL: how long every worker stops answering, and how often."""
         if not self.stall:
             return
-        parser.add_argument(
-            "--mock-stall",
-            type=float,
-            default=0.0,
-            metavar="S",
-            help="--target mock: every worker stops answering for S seconds "
-            "(needs --mock-stall-every)",
-        )
-        parser.add_argument(
-            "--mock-stall-every",
-            type=float,
-            default=0.0,
-            metavar="S",
-            help="--target mock: seconds from one stall to the next",
-        )
+        for name, flag in (("stall", "stall"), ("stall_every", "stall-every")):
+            parser.add_argument(
+                f"--{self.face.prefix}{flag}",
+                type=self.face.stall_type,
+                default=0.0,
+                metavar=self.face.seconds,
+                help=self.face.help[name],
+            )
 
     def settings(self, args: argparse.Namespace) -> MockSettings:
-        """The mock's settings (a stall without its period: BenchError, under --target mock)."""
-        stall = (args.mock_stall, args.mock_stall_every) if self.stall else (0.0, 0.0)
-        if args.target == "mock":  # --mock-workers and --mock-service-time: by their types
-            check_stall(*stall)
-        return MockSettings(args.mock_workers, args.mock_service_time, *stall)
+        """The mock's settings (a stall without its period: BenchError, under --target
+        mock; the mock verb's are checked as the mock starts)."""
+        given = {n: vars(args)[self.dest(n)] for n in ("workers", "service_time")}
+        stall = (0.0, 0.0)
+        if self.stall:
+            stall = (vars(args)[self.dest("stall")], vars(args)[self.dest("stall_every")])
+        if self.face is _TARGET_FACE and args.target == "mock":
+            check_stall(*stall)  # --mock-workers and --mock-service-time: by their types
+        workers = given["workers"] or 1  # the mock verb's --workers not given: one process
+        return MockSettings(workers, given["service_time"], *stall)
 
 
 @dataclasses.dataclass(frozen=True)
