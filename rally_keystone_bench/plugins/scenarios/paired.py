@@ -34,6 +34,7 @@ from rally_keystone_bench.clients.auth import (
 )
 from rally_keystone_bench.clients.pool import shared_client
 from rally_keystone_bench.clients.tokens import Token, TokenRequestError, TokenResult
+from rally_keystone_bench.plugins.scenarios.token_paths import PATHS
 from rally_keystone_bench.plugins.scenarios.tokens import (
     CHECK,
     ISSUE,
@@ -44,10 +45,10 @@ from rally_keystone_bench.plugins.scenarios.tokens import (
 
 SIDES = ("baseline", "candidate")
 ACTIONS = {"issue": ISSUE, "validate": VALIDATE}
-# Token paths a side can take with its openrc alone. trust: a trustee user and
-# a trust from the admin, made once per process and side; totp: a TOTP
-# credential enrolled for the admin (Keystone's [auth] methods must list totp).
-PATHS = ("password", "token", "application_credential", "trust", "totp")
+# A side takes every token path (token_paths.PATHS) with its openrc alone.
+# trust: a trustee user and a trust from the admin, made once per process and
+# side; totp: a TOTP credential enrolled for the admin (Keystone's [auth]
+# methods must list totp).
 
 _TARGETS: dict[str, dict[str, Any]] = {}
 _TOKENS: dict[tuple, Token] = {}
