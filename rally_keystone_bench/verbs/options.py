@@ -113,7 +113,7 @@ def deployment_line(deployment: Deployment) -> str:
 
 
 def record_history(
-    store: argparse.Namespace | str | None,
+    url: str | None,
     verb: str,
     out_dir: Path,
     deployment: Deployment | None,
@@ -125,9 +125,8 @@ def record_history(
     """Record SUMMARIES, the (task name, summary.json document) pairs a verb wrote under
     OUT_DIR as it kept them in memory (recording.summaries_of), and ROWS it made, as one
     run; its id (None: no store, or nothing measured). WHERE names a target without a
-    local deployment; LINE replaces the deployment line (gate: both sides). STORE: the
-    store's URL as check_history gave it (None: no store), or a verb's arguments."""
-    url = history_url(store.history) if isinstance(store, argparse.Namespace) else store
+    local deployment; LINE replaces the deployment line (gate: both sides). URL: the
+    store's, as check_history gave it at the door (None: no store)."""
     if not url:
         return None
     rows = [*rows, *history_records.rows_from_summaries(summaries)]

@@ -259,16 +259,21 @@ def test_a_verb_records_its_reports_under_its_deployment_line(tmp_path, monkeypa
     monkeypatch.setenv("KEYSTONE_BENCH_HISTORY", str(tmp_path / "env.sqlite"))
     args = argparse.Namespace(history=None)  # the environment names the store
     kept = recording.summaries_under(out, "run")  # what run held in memory as it wrote them
-    assert options.record_history(args, "run", out, dep, kept) == 1
+    assert options.record_history(options.history_url(args.history), "run", out, dep, kept) == 1
     assert "history: run 1 recorded in" in capsys.readouterr().out
     with Store.open(str(tmp_path / "env.sqlite")) as store:
         (run,) = store.runs()
     assert run["deployment"] == identity.deployment_line(dep.describe(), dep.keystone)
     assert "rounds=4" in run["deployment"] and not run["deployment"].startswith("keystone")
     assert run["settings"] == {"token.provider": "jws"} and run["verb"] == "run"
-    assert options.record_history(args, "run", tmp_path / "empty", dep) is None  # no summary
+    assert (
+        options.record_history(options.history_url(args.history), "run", tmp_path / "empty", dep)
+        is None
+    )  # no summary
     monkeypatch.delenv("KEYSTONE_BENCH_HISTORY")
-    assert options.record_history(args, "run", out, dep, kept) is None  # no store: nothing to do
+    assert (
+        options.record_history(options.history_url(args.history), "run", out, dep, kept) is None
+    )  # no store: nothing to do
 
 
 def test_a_secret_given_with_set_is_stored_masked(tmp_path, capsys):
@@ -288,7 +293,7 @@ def test_a_secret_given_with_set_is_stored_masked(tmp_path, capsys):
     args = argparse.Namespace(history=str(store))
     out = report_dir(tmp_path)
     kept = recording.summaries_under(out, "run")
-    assert options.record_history(args, "run", out, dep, kept) == 1
+    assert options.record_history(options.history_url(args.history), "run", out, dep, kept) == 1
     with Store.open(str(store)) as s:
         (run,) = s.runs()
     assert run["settings"] == {
@@ -310,7 +315,7 @@ def test_a_store_that_fails_at_the_end_keeps_the_verbs_verdict(tmp_path, capsys)
     args = argparse.Namespace(history="postgresql://u:pw@127.0.0.1:1/none")
     out = report_dir(tmp_path)
     kept = recording.summaries_under(out, "run")
-    assert options.record_history(args, "run", out, None, kept) is None
+    assert options.record_history(options.history_url(args.history), "run", out, None, kept) is None
     err = capsys.readouterr().err
     assert err.startswith("history: NOT recorded:") and "pw@" not in err
 
@@ -381,7 +386,7 @@ def test_a_verb_hands_over_the_summaries_it_kept_and_no_file_is_read_back(tmp_pa
     for path in out.rglob("summary.json"):
         path.unlink()
     args = argparse.Namespace(history=str(tmp_path / "h.sqlite"))
-    assert options.record_history(args, "run", out, None, kept) == 1
+    assert options.record_history(options.history_url(args.history), "run", out, None, kept) == 1
     with Store.open(str(tmp_path / "h.sqlite")) as store:
         (run,) = store.runs()
     expected = records.rows_from_summaries(kept)
