@@ -13,6 +13,7 @@ search).
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import datetime
 import math
 import time
@@ -21,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from rally_keystone_bench import boundary, shipped
+from rally_keystone_bench.deploy.deployment import Deployment
 from rally_keystone_bench.driver import interrupts, left_behind, targets, workspace
 from rally_keystone_bench.driver import machine as machine_record
 from rally_keystone_bench.driver import task as rally_task
@@ -34,6 +36,7 @@ from rally_keystone_bench.history.records import ActionRow
 from rally_keystone_bench.plugins.contexts import reuse
 from rally_keystone_bench.report import capacity as capacity_report
 from rally_keystone_bench.verbs import groups, options
+from rally_keystone_bench.verbs.groups.target import EngineSettings, MockSettings, TargetSettings
 from rally_keystone_bench.verdicts import capacity, capacity_search, probe_verdict, probing
 from rally_keystone_bench.verdicts.capacity import fmt
 
@@ -63,17 +66,61 @@ def _finite(name: str, value: float) -> float:
     return float(value)
 
 
-def check_settings(args: argparse.Namespace) -> capacity.Settings:
-    """The search's settings from the command line; BenchError for any bad one."""
-    if args.scenario not in capacity.SCENARIOS:  # lifecycle: one probe's, not a search's
+@dataclasses.dataclass(frozen=True)
+class CapacityArgs:
+    """capacity's own options as given (options.read), and the --target, --workers and
+    --force its checks read before the Target and Deployment groups check theirs."""
+
+    scenario: str
+    low: float
+    high: float
+    warmup: float
+    window: float
+    max_slope: float
+    precision: float
+    abort_on_sla_failure: bool
+    ramp: bool | None
+    predict: bool | None
+    target: str
+    workers: int | None
+    force: bool
+
+
+@dataclasses.dataclass(frozen=True)
+class CapacityInputs:
+    """What ``capacity`` was asked, read and checked once at the door (``at_the_door``):
+    nothing past it sees the command line."""
+
+    settings: capacity.Settings  # the search's
+    where: TargetSettings
+    mock: MockSettings  # --target mock's
+    deployment: Deployment | None  # --target local's, validated
+    cloud: dict | None  # --target cloud's Rally env spec
+    history: str | None  # the results store's URL (None: no store)
+
+
+def at_the_door(args: argparse.Namespace) -> CapacityInputs:
+    """The verb's inputs; bad input is a BenchError here, in this order, before any file."""
+    settings = check_settings(options.read(CapacityArgs, args), ENGINE.settings(args))
+    where = TARGET.settings(args)
+    mocked = MOCK.settings(args)
+    shipped.probe_task_path()
+    deployment = DEPLOYMENT.settings(args) if where.target == "local" else None
+    cloud = where.cloud_spec() if where.target == "cloud" else None
+    return CapacityInputs(settings, where, mocked, deployment, cloud, options.check_history(args))
+
+
+def check_settings(asked: CapacityArgs, chosen: EngineSettings) -> capacity.Settings:
+    """The search's settings from ASKED and the engine CHOSEN; BenchError for any bad one."""
+    if asked.scenario not in capacity.SCENARIOS:  # lifecycle: one probe's, not a search's
         raise BenchError(
             f"capacity searches {' or '.join(capacity.SCENARIOS)}, not --scenario "
-            f"{args.scenario} (keystone-bench load probes it once)"
+            f"{asked.scenario} (keystone-bench load probes it once)"
         )
-    low, high = _finite("--low", args.low), _finite("--high", args.high)
-    warmup, window = _finite("--warmup", args.warmup), _finite("--window", args.window)
-    max_slope = _finite("--max-slope", args.max_slope)
-    precision = _finite("--precision", args.precision)
+    low, high = _finite("--low", asked.low), _finite("--high", asked.high)
+    warmup, window = _finite("--warmup", asked.warmup), _finite("--window", asked.window)
+    max_slope = _finite("--max-slope", asked.max_slope)
+    precision = _finite("--precision", asked.precision)
     if low <= 0:
         raise BenchError(f"--low must be above 0 rps, not {low:g}")
     if low > high:
@@ -86,7 +133,6 @@ def check_settings(args: argparse.Namespace) -> capacity.Settings:
         raise BenchError(f"--warmup must not be negative, not {warmup:g}")
     if window <= 0:
         raise BenchError(f"--window must be above 0 s, not {window:g}")
-    chosen = ENGINE.settings(args)
     engine, runner = chosen.engine, chosen.runner
     locust_workers = chosen.locust_workers or 1
     if chosen.locust_workers is not None and chosen.locust_workers < 1:
@@ -94,20 +140,20 @@ def check_settings(args: argparse.Namespace) -> capacity.Settings:
             f"--locust-workers must be at least 1, not {chosen.locust_workers}: capacity "
             "starts its Locust workers on this host"
         )
-    if args.workers is not None and args.target != "local":
+    if asked.workers is not None and asked.target != "local":
         # --workers is the local Keystone's; a Locust user may read it as load.py's
         hint = ": the Locust engine's worker processes are --locust-workers K"
         raise BenchError(
             f"--workers is the local Keystone's server processes (--target local), "
-            f"not --target {args.target}" + (hint if engine == "locust" else "")
+            f"not --target {asked.target}" + (hint if engine == "locust" else "")
         )
-    ramp = args.ramp
+    ramp = asked.ramp
     if engine == "rally" and runner != "pooled_rps" and ramp:
         raise BenchError(f"--ramp runs on the pooled_rps runner, not --runner {runner}")
     if ramp is None:  # default: bracket first, wherever the runner can ramp
         ramp = engine == "locust" or runner == "pooled_rps"
-    predict = _check_predict(args, engine, ramp)
-    forced = options.check_rate("--high", high, engine, runner, args.force)
+    predict = _check_predict(asked.predict, engine == "rally" and asked.target == "local", ramp)
+    forced = options.check_rate("--high", high, engine, runner, asked.force)
     if forced:
         say(forced)
     if engine == "locust":
@@ -118,14 +164,14 @@ def check_settings(args: argparse.Namespace) -> capacity.Settings:
             "to fit a slope: raise --low or --window"
         )
     return capacity.Settings(
-        scenario=args.scenario,
+        scenario=asked.scenario,
         low=low,
         high=high,
         warmup=warmup,
         window=window,
         max_slope=max_slope,
         precision=precision,
-        abort_on_sla_failure=args.abort_on_sla_failure,
+        abort_on_sla_failure=asked.abort_on_sla_failure,
         runner=runner,
         engine=engine,
         locust_workers=locust_workers,
@@ -134,11 +180,10 @@ def check_settings(args: argparse.Namespace) -> capacity.Settings:
     )
 
 
-def _check_predict(args: argparse.Namespace, engine: str, ramp: bool) -> bool:
+def _check_predict(asked: bool | None, possible: bool, ramp: bool) -> bool:
     """--predict: on by default where Keystone's busy time is read (a local Keystone's
-    access log, probes on the Rally engine) and a ramp measures it first."""
-    asked = args.predict
-    possible = engine == "rally" and args.target == "local"
+    access log, probes on the Rally engine: POSSIBLE) and a ramp measures it first; ASKED:
+    --predict as given."""
     if asked and not possible:
         raise BenchError(
             "--predict reads a local Keystone's access log: it needs --target local "
@@ -218,19 +263,10 @@ def _search_rally(
 
 def main(args: argparse.Namespace) -> int:
     """``keystone-bench capacity``: print N and write reports/<ts>/capacity.{json,html}."""
-    settings = check_settings(args)
-    where = TARGET.settings(args)
-    mocked = MOCK.settings(args)
-    shipped.probe_task_path()
-    deployment = cloud = mock = None
-    if where.target == "local":
-        deployment = DEPLOYMENT.settings(args)
-    elif where.target == "cloud":
-        cloud = where.cloud_spec()
-    history = options.check_history(args)
+    door = at_the_door(args)
+    settings, where, deployment, cloud = door.settings, door.where, door.deployment, door.cloud
     out_dir, run_dir = workspace.new_run_dirs(where.reports_dir)
-    if where.target == "mock":
-        mock = mocked.keystone(run_dir)
+    mock = door.mock.keystone(run_dir) if where.target == "mock" else None
     started_at = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
     t0 = time.monotonic()
     plan = capacity.Plan(capacity.estimated_probes(settings))
@@ -288,7 +324,7 @@ def main(args: argparse.Namespace) -> int:
     if outcome.status == "not measurable":
         raise BenchError(outcome.message)
     options.record_history(
-        history,
+        door.history,
         "capacity",
         out_dir,
         deployment,

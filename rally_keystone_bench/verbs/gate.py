@@ -58,6 +58,8 @@ from rally_keystone_bench.verbs.gate_options import (  # noqa: F401  (the CLI's)
     VERDICT_RULES,
     add_arguments,
 )
+from rally_keystone_bench.verbs.groups.deployment import IdentitySettings
+from rally_keystone_bench.verbs.groups.verdict import TracingSettings, VerdictRulesSettings
 from rally_keystone_bench.verdicts import family, pairing, verdict_head
 from rally_keystone_bench.verdicts.blocks import SAMPLE_SECONDS, SIDES, GateSettings
 
@@ -68,6 +70,46 @@ CLOUD_CONF = ("auth.methods=external,password,token,oauth1,mapped,application_cr
 # The task variables that set a paired workload's duration in our gate tasks.
 DURATION_ARGS = ("seconds", "issue_seconds", "validate_seconds")
 SPARE_BLOCKS = 2  # beyond those needed: the first and last block of a workload are cut
+
+
+@dataclasses.dataclass(frozen=True)
+class GateArgs:
+    """gate's own options as given (verbs/options.read): the door's checks read them."""
+
+    baseline: str | None
+    baseline_ref: str | None
+    baseline_branch: str | None
+    candidate: str
+    task: str
+    task_args: str | None
+    threshold: float
+    baseline_option: list[str]
+    candidate_option: list[str]
+    reports_dir: str
+    rounds: int
+    max_time: float
+    block_seconds: float
+    min_clean_blocks: int
+    max_interference: float
+    max_steal: float
+
+
+@dataclasses.dataclass(frozen=True)
+class GateInputs:
+    """What ``gate`` was asked, read and checked once at the door (``at_the_door``):
+    nothing past it sees the command line."""
+
+    settings: GateSettings  # the judging's
+    task: Path
+    task_args: dict[str, Any]  # --task-args, and the durations the gate passes
+    deps: dict[str, Deployment]  # each side's (and the default task's cache-off twins)
+    commits: dict[str, str]  # both sides' commits, the baseline a commit of the candidate's
+    cloud: bool  # the default task (a cloud's token paths)
+    history: str | None  # the results store's URL (None: no store)
+    counters: TracingSettings  # --trace, --profile, --max-sql-increase
+    reports_dir: str
+    rounds: int
+    max_time: float
 
 
 def duration_args(task: Path, task_args: dict, settings: GateSettings) -> dict[str, int]:
@@ -88,31 +130,31 @@ def duration_args(task: Path, task_args: dict, settings: GateSettings) -> dict[s
     return {name: seconds for name in DURATION_ARGS if name in used}
 
 
-def resolve_baseline(args: argparse.Namespace) -> tuple[str, dict[str, str]]:
+def resolve_baseline(asked: GateArgs) -> tuple[str, dict[str, str]]:
     """The baseline SPEC, and for a commit of the candidate's checkout, both sides' commits.
 
     BenchError (exit 2) before anything starts for a candidate that is not a
     git checkout, an unknown ref, or uncommitted changes under the default ref.
     """
-    spec = args.baseline
+    spec = asked.baseline
     if spec and not spec.startswith("git:"):
         return spec, {}
-    ref = spec[len("git:") :] if spec else args.baseline_ref
-    candidate = Path(args.candidate)
+    ref = spec[len("git:") :] if spec else asked.baseline_ref
+    candidate = Path(asked.candidate)
     if not candidate.is_dir():
-        if venv.is_local_checkout(args.candidate):
-            raise BenchError(f"--candidate {args.candidate} does not exist")
+        if venv.is_local_checkout(asked.candidate):
+            raise BenchError(f"--candidate {asked.candidate} does not exist")
         raise BenchError(
-            f"--candidate {args.candidate} is not a checkout, so it has no parent commit: "
+            f"--candidate {asked.candidate} is not a checkout, so it has no parent commit: "
             "give --baseline SPEC (e.g. keystone==30.0.0)"
         )
     repo = gitref.toplevel(candidate)
     if repo != candidate.resolve():
         raise BenchError(
-            f"--candidate {args.candidate} is inside the git checkout {repo}, not its top"
+            f"--candidate {asked.candidate} is inside the git checkout {repo}, not its top"
         )
-    if args.baseline_branch is not None:
-        commit = gitref.merge_base(repo, args.baseline_branch)
+    if asked.baseline_branch is not None:
+        commit = gitref.merge_base(repo, asked.baseline_branch)
     else:
         if ref is None and gitref.uncommitted(repo):
             raise BenchError(
@@ -236,42 +278,42 @@ def side_name(deps: dict[str, Deployment], commits: dict[str, str], side: str) -
     return f"{name} ({commits[side]})" if side in commits else name
 
 
-def check_settings(args: argparse.Namespace) -> GateSettings:
-    """The judging's settings from ARGS; BenchError (exit 2) on what the parser's types let by."""
-    rules = VERDICT_RULES.settings(args)
-    verdict_head.check_rules(args.threshold, rules.alpha, rules.max_failure_increase)
-    TRACING.settings(args)  # --max-sql-increase below 0: refused here
-    if args.block_seconds < 2 * SAMPLE_SECONDS:
+def check_settings(asked: GateArgs, rules: VerdictRulesSettings) -> GateSettings:
+    """The judging's settings from ASKED and the verdict RULES (checked at the door before
+    them); BenchError (exit 2) on what the parser's types let by."""
+    if asked.block_seconds < 2 * SAMPLE_SECONDS:
         raise BenchError(f"--block-seconds must be at least {2 * SAMPLE_SECONDS:g}")
-    if 2.0 / 2**args.min_clean_blocks >= rules.alpha:
+    if 2.0 / 2**asked.min_clean_blocks >= rules.alpha:
         # All of n blocks one way gives the signed-rank test's smallest p, 2 / 2**n.
         need = next(n for n in range(1, 64) if 2.0 / 2**n < rules.alpha)
         raise BenchError(
-            f"--min-clean-blocks {args.min_clean_blocks} can never show a change at "
+            f"--min-clean-blocks {asked.min_clean_blocks} can never show a change at "
             f"--alpha {rules.alpha:g}: the signed-rank test needs at least {need} blocks"
         )
     return GateSettings(
-        threshold=args.threshold,
+        threshold=asked.threshold,
         alpha=rules.alpha,
-        block_seconds=args.block_seconds,
-        min_clean=args.min_clean_blocks,
-        bounds=pairing.Bounds(max_other_swing=args.max_interference, max_steal=args.max_steal),
+        block_seconds=asked.block_seconds,
+        min_clean=asked.min_clean_blocks,
+        bounds=pairing.Bounds(max_other_swing=asked.max_interference, max_steal=asked.max_steal),
         max_failure_increase=rules.max_failure_increase,
     )
 
 
-def side_deployments(args: argparse.Namespace) -> tuple[dict[str, Deployment], dict[str, str]]:
-    """Each side's deployment: its SPEC and options; --identity and --ldap-* apply to both.
+def side_deployments(
+    asked: GateArgs, identity: IdentitySettings, conf: Sequence[str], trace: bool
+) -> tuple[dict[str, Deployment], dict[str, str]]:
+    """Each side's deployment: its SPEC and options; IDENTITY (--identity, --ldap-*), CONF
+    (--set) and TRACE (--trace, over a side's own trace=) apply to both.
 
     With the baseline a commit of the candidate's checkout, also both sides' commits.
     """
-    baseline, commits = resolve_baseline(args)
-    specs = {"baseline": baseline, "candidate": args.candidate}
-    defaults = IDENTITY.settings(args).given()
-    shared = CONF.settings(args)
-    traced = TRACING.settings(args).trace  # over a side's own trace=
-    own = {"baseline": args.baseline_option, "candidate": args.candidate_option}
-    if Path(args.task).name == Path(CLOUD_TASK).name:
+    baseline, commits = resolve_baseline(asked)
+    specs = {"baseline": baseline, "candidate": asked.candidate}
+    defaults = identity.given()
+    shared = tuple(conf)
+    own = {"baseline": asked.baseline_option, "candidate": asked.candidate_option}
+    if Path(asked.task).name == Path(CLOUD_TASK).name:
         defaults["cache"] = "memcached"  # a side's own option=value still wins
         shared = (*CLOUD_CONF, *shared)  # and a --set of the same option too
     deps = {
@@ -284,35 +326,52 @@ def side_deployments(args: argparse.Namespace) -> tuple[dict[str, Deployment], d
         )
         for side in SIDES
     }
-    return {side: dataclasses.replace(dep, trace=traced) for side, dep in deps.items()}, commits
+    return {side: dataclasses.replace(dep, trace=trace) for side, dep in deps.items()}, commits
 
 
-def checked_inputs(args: argparse.Namespace) -> tuple:
-    """The door: settings, task, its arguments, the deployments, their commits, whether the
-    default task; BenchError (exit 2) on any bad input, before anything is built or started."""
-    settings = check_settings(args)
-    task_args = workspace.parse_task_args(args.task_args)
+def at_the_door(args: argparse.Namespace) -> GateInputs:
+    """The door: every input read once and checked; BenchError (exit 2) on any bad input,
+    in this order, before anything is built or started."""
+    asked = verb_options.read(GateArgs, args)
+    rules = VERDICT_RULES.settings(args)
+    verdict_head.check_rules(asked.threshold, rules.alpha, rules.max_failure_increase)
+    counters = TRACING.settings(args)  # --max-sql-increase below 0: refused here
+    settings = check_settings(asked, rules)
+    task_args = workspace.parse_task_args(asked.task_args)
     # Each side's credentials and the durations are given to the task by the gate.
     # The default task's cache-off pass reads its own pair's credentials too.
     sides = [*SIDES, *(gate_passes.cache_off_name(side) for side in SIDES)]
     given = {**dict.fromkeys(DURATION_ARGS, 1), **task_args, **dict.fromkeys(sides, "openrc")}
-    task = task_files.checked(args.task, given)
+    task = task_files.checked(asked.task, given)
     task_args = {**duration_args(task, task_args, settings), **task_args}
-    deps, commits = side_deployments(args)
-    cloud = Path(args.task).name == Path(CLOUD_TASK).name
+    identity, conf = IDENTITY.settings(args), CONF.settings(args)
+    deps, commits = side_deployments(asked, identity, conf, counters.trace)
+    cloud = Path(asked.task).name == Path(CLOUD_TASK).name
     if cloud:  # the default task's cache-off pass: a second pair without memcached
         deps = gate_passes.with_cache_off(deps)
     history = verb_options.check_history(args)
-    return settings, task, task_args, deps, commits, cloud, history
+    return GateInputs(
+        settings,
+        task,
+        task_args,
+        deps,
+        commits,
+        cloud,
+        history,
+        counters,
+        asked.reports_dir,
+        asked.rounds,
+        asked.max_time,
+    )
 
 
 def main(args: argparse.Namespace) -> int:
     began = time.monotonic()
     # Every input is checked, and both environments built, before anything starts.
-    settings, task, task_args, deps, commits, cloud, history = checked_inputs(args)
-    counters = TRACING.settings(args)
-    reports = Path(args.reports_dir)
-    limits = gate_runs.RunLimits(args.rounds, args.max_time, began, counters.profile)
+    door = at_the_door(args)
+    deps, commits = door.deps, door.commits
+    counters, reports = door.counters, Path(door.reports_dir)
+    limits = gate_runs.RunLimits(door.rounds, door.max_time, began, counters.profile)
     stamp = workspace.utc_stamp()
     out_dir = (reports / stamp).resolve()
     targets.build_envs(deps)  # a SPEC that does not install: no directory made yet
@@ -327,16 +386,16 @@ def main(args: argparse.Namespace) -> int:
     with interrupts.sigterm_as_interrupt(), contextlib.ExitStack() as stack:
         for side in deps:  # a failed start's trace key and store too
             stack.callback(tracing.remove, run_root / side / "keystone")
-        keystones, setup = start_and_seed(deps, run_root, stack, out_dir if cloud else None)
+        keystones, setup = start_and_seed(deps, run_root, stack, out_dir if door.cloud else None)
         evidence.read_sources(keystones)  # "where the time went" quotes the candidate's lines
         signer = keystones["baseline"].run_dir  # every deployment holds its key (share_key)
         for line in evidence.check_keys(keystones, signer) if traced else []:
             print(line, flush=True)
         # Every timed request signed (rate 1), whatever KEYSTONE_BENCH_TRACE_RATE says here.
         stack.enter_context(tracing.client_environment(signer, rate=1.0))
-        paired = gate_runs.paired_rally(keystones, run_root, stack, task, task_args)
+        paired = gate_runs.paired_rally(keystones, run_root, stack, door.task, door.task_args)
         result = gate_runs.run_until_judged(
-            paired, keystones, settings, names, limits, out_dir, evidence, outcomes
+            paired, keystones, door.settings, names, limits, out_dir, evidence, outcomes
         )
     if traced:
         result.notes.extend(evidence.untraced([a.workload for a in result.actions]))
@@ -344,6 +403,8 @@ def main(args: argparse.Namespace) -> int:
     rc = gate_reports.write_reports(result, out_dir, evidence, tolerance, traced)
     line = " | ".join(f"{side}: {names[side]}" for side in SIDES)
     summaries = recording.summaries_of_outcomes(outcomes, out_dir, "gate")
-    verb_options.record_history(history, "gate", out_dir, deps["candidate"], summaries, line=line)
+    verb_options.record_history(
+        door.history, "gate", out_dir, deps["candidate"], summaries, line=line
+    )
     print(gate_passes.total_line(began, setup))
     return rc

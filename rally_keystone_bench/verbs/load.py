@@ -50,32 +50,54 @@ from rally_keystone_bench.verdicts import capacity, probing, results
 from rally_keystone_bench.verdicts.probing import LoadRun
 
 
-def settings_from(args: argparse.Namespace) -> engine.LoadSettings:
+@dataclasses.dataclass(frozen=True)
+class LoadArgs:
+    """load's own options as given (options.read), and the --engine and --force its
+    checks read."""
+
+    locustfile: bool
+    scenario: str | None
+    rate: float
+    duration: float
+    warmup: float
+    workers: int | None
+    expect_workers: int | None
+    master_bind: str | None
+    expect_timeout: float
+    arrival: str
+    users: int | None
+    http: str
+    server_workers: int | None
+    engine: str
+    force: bool
+
+
+def settings_from(asked: LoadArgs) -> engine.LoadSettings:
     """The probe's settings, checked (engine.check_load): what, how fast, from which workers."""
-    host, port = engine.parse_bind(args.master_bind)
-    expect = args.expect_workers or 0
-    workers = args.workers
+    host, port = engine.parse_bind(asked.master_bind)
+    expect = asked.expect_workers or 0
+    workers = asked.workers
     if workers is None:
         workers = 0 if expect else 1
     s = engine.LoadSettings(
-        scenario=args.scenario,
-        rate=args.rate,
-        duration=args.duration,
-        warmup=args.warmup,
+        scenario=asked.scenario,
+        rate=asked.rate,
+        duration=asked.duration,
+        warmup=asked.warmup,
         workers=workers,
         expect_workers=expect,
         master_host=host,
         master_port=port,
-        expect_timeout=args.expect_timeout,
-        arrival=args.arrival,
-        users=args.users,
-        http=args.http,
-        force=args.force or args.engine == "rally",  # Rally's own ceiling: check_rally
+        expect_timeout=asked.expect_timeout,
+        arrival=asked.arrival,
+        users=asked.users,
+        http=asked.http,
+        force=asked.force or asked.engine == "rally",  # Rally's own ceiling: check_rally
     )
-    if args.workers is not None and args.workers < 1 and not expect:
-        raise BenchError(f"--workers must be at least 1, not {args.workers}")
+    if asked.workers is not None and asked.workers < 1 and not expect:
+        raise BenchError(f"--workers must be at least 1, not {asked.workers}")
     engine.check_load(s)
-    over = engine.over_ceiling(s) if args.force and args.engine == "locust" else None
+    over = engine.over_ceiling(s) if asked.force and asked.engine == "locust" else None
     if over:
         progress(f"--force: {over}")
     return s
@@ -95,13 +117,19 @@ class LoadSettings:
     history: str | None  # the results store's URL (None: no store)
 
 
-def at_the_door(args: argparse.Namespace) -> tuple[LoadSettings, dict[str, Any] | None]:
+def at_the_door(args: argparse.Namespace) -> tuple[LoadSettings, dict[str, Any] | None] | None:
     """The verb's settings, and --target cloud's admin credential (checked: it answers, as
-    a Keystone, to it); bad input is a BenchError here, in this order, before any file."""
-    probe = settings_from(args)
+    a Keystone, to it); bad input is a BenchError here, in this order, before any file.
+    None: --locustfile, only our locustfile's path asked."""
+    asked = options.read(LoadArgs, args)
+    if asked.locustfile:
+        return None
+    if not asked.scenario:
+        raise BenchError("--scenario is required (authenticate, validate or lifecycle)")
+    probe = settings_from(asked)
     where = TARGET.settings(args)  # a --spec that is no cloud's
     mock = MOCK.settings(args)  # a stall without its period
-    if args.engine == "locust":
+    if asked.engine == "locust":
         engine.bindable(probe.master_host, probe.master_port)  # before any load
     else:
         check_rally(probe, where.force)
@@ -109,9 +137,9 @@ def at_the_door(args: argparse.Namespace) -> tuple[LoadSettings, dict[str, Any] 
     cloud = cloud_credential(where.spec) if where.target == "cloud" else None
     deployment = None
     if where.target == "local":  # a bad --keystone or --set leaves no file
-        deployment = DEPLOYMENT.settings(args, workers=args.server_workers)
+        deployment = DEPLOYMENT.settings(args, workers=asked.server_workers)
     history = options.check_history(args)
-    found = LoadSettings(args.engine, probe, where, mock, deployment, args.master_bind, history)
+    found = LoadSettings(asked.engine, probe, where, mock, deployment, asked.master_bind, history)
     return found, cloud
 
 
@@ -378,12 +406,11 @@ def _ms(v: float | None) -> str:
 
 def main(args: argparse.Namespace) -> int:
     """``keystone-bench load``."""
-    if args.locustfile:
+    door = at_the_door(args)
+    if door is None:  # --locustfile
         print(engine.locustfile_path())
         return 0
-    if not args.scenario:
-        raise BenchError("--scenario is required (authenticate, validate or lifecycle)")
-    settings, cloud = at_the_door(args)
+    settings, cloud = door
     load, where = settings.probe, settings.where
     out_dir, run_dir = workspace.new_run_dirs(where.reports_dir)
     started = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")

@@ -12,6 +12,7 @@ from rally_keystone_bench import cli, shipped
 from rally_keystone_bench.driver import probe_args, probers, targets
 from rally_keystone_bench.report import capacity as capacity_report
 from rally_keystone_bench.verbs import capacity as capacity_verb
+from rally_keystone_bench.verbs import options
 from rally_keystone_bench.verdicts import capacity, probe_verdict, results
 from rally_keystone_bench.verdicts.capacity import Settings
 from rally_keystone_bench.verdicts.capacity_search import find_capacity
@@ -355,15 +356,21 @@ def test_the_probe_task_runs_the_chosen_runner(runner):
     assert subtask["sla"]["latency_slope"]["action"] == "keystone.validate_token"
 
 
+def checked(args):
+    """capacity's search settings from ARGS, as its door checks them (no target started)."""
+    asked = options.read(capacity_verb.CapacityArgs, args)
+    return capacity_verb.check_settings(asked, capacity_verb.ENGINE.settings(args))
+
+
 def test_runner_is_a_capacity_option():
     args = cli.build_parser().parse_args(["capacity", "--scenario", "validate", "--runner", "rps"])
-    assert capacity_verb.check_settings(args).runner == "rps"
-    assert not capacity_verb.check_settings(args).ramp  # rps cannot step its rate
+    assert checked(args).runner == "rps"
+    assert not checked(args).ramp  # rps cannot step its rate
     args = cli.build_parser().parse_args(["capacity", "--scenario", "validate"])
-    assert capacity_verb.check_settings(args).runner == "pooled_rps"
-    assert capacity_verb.check_settings(args).ramp  # both engines bracket first
+    assert checked(args).runner == "pooled_rps"
+    assert checked(args).ramp  # both engines bracket first
     args = cli.build_parser().parse_args(["capacity", "--scenario", "validate", "--no-ramp"])
-    assert not capacity_verb.check_settings(args).ramp
+    assert not checked(args).ramp
 
 
 def test_the_probe_task_takes_an_ldap_domains_users_when_given_one():
@@ -567,7 +574,7 @@ def test_workers_off_the_local_target_is_refused_not_ignored(engine, capsys):
     assert len(err.splitlines()) == 1 and "--target local" in err
     assert ("--locust-workers K" in err) == (engine == "locust")
     args = cli.build_parser().parse_args(argv[:-2] + ["--target", "local"])
-    assert capacity_verb.check_settings(args).engine == engine
+    assert checked(args).engine == engine
 
 
 def _scripted_ramp(model, second, first):

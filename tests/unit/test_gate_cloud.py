@@ -11,7 +11,7 @@ from fake_keystone import FakeKeystone, serving
 from rally_keystone_bench import cli
 from rally_keystone_bench.driver import workspace
 from rally_keystone_bench.plugins.scenarios import paired
-from rally_keystone_bench.verbs import gate
+from rally_keystone_bench.verbs import gate, options
 
 
 def _render(name: str, **args) -> dict:
@@ -19,6 +19,13 @@ def _render(name: str, **args) -> dict:
     targets = {"baseline": "/a", "candidate": "/b"}
     targets.update(baseline_nocache="/a0", candidate_nocache="/b0")
     return yaml.safe_load(jinja2.Template(text).render(**targets, **args))
+
+
+def deployments(args):
+    """gate's side_deployments as its door calls them, from the parsed ARGS."""
+    asked = options.read(gate.GateArgs, args)
+    identity, conf = gate.IDENTITY.settings(args), gate.CONF.settings(args)
+    return gate.side_deployments(asked, identity, conf, gate.TRACING.settings(args).trace)
 
 
 def test_the_default_task_is_the_clouds_and_the_quick_one_stays_by_name() -> None:
@@ -72,13 +79,13 @@ def test_the_cloud_task_lists_totp_in_both_sides_auth_methods_unless_a_side_says
         ["gate", "--baseline", "keystone", "--candidate", "keystone"]
         + ["--candidate-option", "auth.methods=password,token"]
     )
-    deps, _ = gate.side_deployments(args)
+    deps, _ = deployments(args)
     assert deps["baseline"].conf["auth.methods"].split(",")[-1] == "totp"
     assert deps["candidate"].conf["auth.methods"] == "password,token"
     quick = cli.build_parser().parse_args(
         ["gate", "--baseline", "keystone", "--candidate", "keystone", "--task", "tasks/gate.yaml"]
     )
-    assert "auth.methods" not in gate.side_deployments(quick)[0]["baseline"].conf
+    assert "auth.methods" not in deployments(quick)[0]["baseline"].conf
 
 
 class _Recorder:

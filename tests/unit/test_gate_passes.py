@@ -7,12 +7,19 @@ from types import SimpleNamespace
 
 from rally_keystone_bench import cli
 from rally_keystone_bench.driver import gate_passes
-from rally_keystone_bench.verbs import gate
+from rally_keystone_bench.verbs import gate, options
+
+
+def deployments(args):
+    """gate's side_deployments as its door calls them, from the parsed ARGS."""
+    asked = options.read(gate.GateArgs, args)
+    identity, conf = gate.IDENTITY.settings(args), gate.CONF.settings(args)
+    return gate.side_deployments(asked, identity, conf, gate.TRACING.settings(args).trace)
 
 
 def test_the_cache_off_pair_is_each_side_without_its_cache_and_nothing_else() -> None:
     args = cli.build_parser().parse_args(["gate", "--baseline", "keystone", "--candidate", "k2"])
-    deps, _ = gate.side_deployments(args)
+    deps, _ = deployments(args)
     both = gate_passes.with_cache_off(deps)
     assert sorted(both) == ["baseline", "baseline_nocache", "candidate", "candidate_nocache"]
     assert deps["baseline"].cache == "memcached"
@@ -46,7 +53,7 @@ def test_the_total_line_gives_minutes_and_the_setup() -> None:
 def test_both_sides_are_traced_or_neither_whatever_a_sides_own_trace_says() -> None:
     """gate's --trace decides for both sides, as --identity and --ldap-* do."""
     argv = ["gate", "--baseline", "keystone", "--candidate", "k2", "--candidate-option", "trace=on"]
-    off, _ = gate.side_deployments(cli.build_parser().parse_args([*argv, "--trace", "off"]))
-    on, _ = gate.side_deployments(cli.build_parser().parse_args(argv))
+    off, _ = deployments(cli.build_parser().parse_args([*argv, "--trace", "off"]))
+    on, _ = deployments(cli.build_parser().parse_args(argv))
     assert [d.trace for d in off.values()] == [False, False]
     assert [d.trace for d in on.values()] == [True, True]

@@ -12,7 +12,7 @@ from rally_keystone_bench import cli
 from rally_keystone_bench.deploy import gitref, venv
 from rally_keystone_bench.errors import BenchError
 from rally_keystone_bench.report import svg
-from rally_keystone_bench.verbs import gate
+from rally_keystone_bench.verbs import gate, options
 
 
 def git(repo: Path, *args: str) -> str:
@@ -37,8 +37,9 @@ def repo(tmp_path: Path) -> Path:
     return r
 
 
-def args_for(*argv: str):
-    return cli.build_parser().parse_args(["gate", *argv])
+def args_for(*argv: str) -> gate.GateArgs:
+    """gate's own options from ARGV, as its door reads them."""
+    return options.read(gate.GateArgs, cli.build_parser().parse_args(["gate", *argv]))
 
 
 def test_default_baseline_is_the_candidates_parent_and_reports_name_both(repo):

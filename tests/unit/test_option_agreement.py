@@ -8,6 +8,7 @@ and compares each flag across the verbs that declare it. A user who learnt
 from __future__ import annotations
 
 import argparse
+import ast
 import collections
 import re
 from collections.abc import Iterator
@@ -258,10 +259,6 @@ def test_no_verb_reads_an_option_through_getattr_with_a_default_of_its_own():
     assert found == []
 
 
-# Verbs whose helpers still take the Namespace (issue 43: their door is under way).
-DOOR_UNDER_WAY = ("capacity", "gate", "load")
-
-
 def _verb_entries() -> dict[str, set[str]]:
     """Per verb module: the functions cli.py calls with the parsed arguments (func)."""
     found: dict[str, set[str]] = collections.defaultdict(set)
@@ -272,24 +269,51 @@ def _verb_entries() -> dict[str, set[str]]:
     return found
 
 
-def test_nothing_below_a_verbs_main_takes_the_namespace():
-    """A verb reads its options once, at its door (main), into frozen settings; the
-    functions it calls get those or plain values, never the parsed arguments."""
-    import ast
+def _takes_the_namespace(node: ast.FunctionDef) -> bool:
+    params = [*node.args.posonlyargs, *node.args.args, *node.args.kwonlyargs]
+    return any("Namespace" in ast.unparse(a.annotation or ast.Constant("")) for a in params)
 
+
+def _reads_past_the_door(entry: ast.FunctionDef) -> list[str]:
+    """Where ENTRY, which calls at_the_door(args), reads ARGS outside that one call."""
+    doors = [
+        node
+        for node in ast.walk(entry)
+        if isinstance(node, ast.Call)
+        and isinstance(node.func, ast.Name)
+        and node.func.id == "at_the_door"
+    ]
+    allowed = {
+        id(a) for door in doors for a in door.args if isinstance(a, ast.Name) and a.id == "args"
+    }
+    return [
+        f"line {node.lineno}"
+        for node in ast.walk(entry)
+        if isinstance(node, ast.Name) and node.id == "args" and id(node) not in allowed
+    ] + ([] if len(doors) == 1 and len(allowed) == 1 else [f"{len(doors)} door calls"])
+
+
+def test_nothing_below_a_verbs_main_takes_the_namespace():
+    """A verb reads its options once, at its door, into frozen settings: its entry (main,
+    keystone's sub-verbs) or one ``at_the_door(args)`` the entry calls, after which the
+    entry reads nothing from the Namespace; every other function gets the settings or
+    plain values, never the parsed arguments."""
     verbs_dir = Path(cli.__file__).parent / "verbs"
     entries = _verb_entries()
-    taking = []
+    taking, past_the_door = [], []
     for name, _help in cli.VERBS:
-        if name in DOOR_UNDER_WAY:
-            continue
         tree = ast.parse((verbs_dir / f"{name}.py").read_text())
-        for node in ast.walk(tree):
-            if isinstance(node, ast.FunctionDef) and node.name not in entries[name]:
-                params = [*node.args.posonlyargs, *node.args.args, *node.args.kwonlyargs]
-                if any(
-                    "Namespace" in ast.unparse(a.annotation or ast.Constant("")) for a in params
-                ):
-                    taking.append(f"{name}.{node.name}")
+        functions = [node for node in ast.walk(tree) if isinstance(node, ast.FunctionDef)]
+        doors = [f for f in functions if f.name == "at_the_door"]
+        assert len(doors) <= 1, f"{name}: one door"
+        for node in functions:
+            if node.name in entries[name]:
+                if "at_the_door(" in ast.unparse(node):  # then it reads nothing else
+                    past_the_door += [
+                        f"{name}.{node.name}: {w}" for w in _reads_past_the_door(node)
+                    ]
+            elif node.name != "at_the_door" and _takes_the_namespace(node):
+                taking.append(f"{name}.{node.name}")
     assert entries["keystone"] == {"keystone_up", "keystone_down", "keystone_status"}
     assert taking == []
+    assert past_the_door == []

@@ -2,8 +2,9 @@
 default and one meaning, the targets and engines it applies to, and its frozen settings.
 
 A verb composes the groups it takes in ``add_arguments`` and makes each group's
-settings at the top of ``main``; verbs/applicability.py checks the rules the
-groups a verb composed declare (``applies``).
+settings at its door (``main``, or the ``at_the_door`` it calls);
+verbs/applicability.py checks the rules the groups a verb composed declare
+(``applies``).
 """
 
 from rally_keystone_bench.verbs.groups.base import LOCAL, LOCUST, MOCK, RALLY, OptionGroup, rules
