@@ -5,6 +5,9 @@ before the package was restructured (issue 23); a move that changes one
 byte a user reads fails here. Inputs: the recorded Rally report
 (rally-keystone-tokens.json), and seeded synthetic reports where the
 recorded run has no such workload (the gate's paired iterations).
+The golden files of ``load`` (both engines) are checked in
+test_load_golden.py, with this module's ``check``; history's in
+test_history_golden.py.
 
 Record again, after a deliberate change of output only:
 ``KEYSTONE_BENCH_RECORD_GOLDEN=1 pytest tests/unit/test_golden_outputs.py``.
