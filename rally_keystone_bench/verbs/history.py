@@ -150,6 +150,8 @@ def _check(settings: HistorySettings) -> None:
             raise BenchError(f"--from-report {settings.from_report}: no such directory")
     elif not settings.store:
         raise BenchError(f"no store: give --history STORE or set {ENV_VAR}")
+    if settings.alpha <= 0:
+        raise BenchError("--alpha 0: no p-value is below it, so no change could be found")
     if 1 / (settings.permutations + 1) > settings.alpha:  # no series could ever be significant
         need = math.ceil(1 / settings.alpha) - 1
         raise BenchError(

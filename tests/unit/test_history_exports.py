@@ -205,6 +205,8 @@ def test_the_page_draws_each_series_and_marks_the_change_point(tmp_path, capsys)
         (["history", "--history", "{tmp}/h.sqlite", "--changes", "--permutations", "50"],
          "--permutations 50 cannot reach --alpha 0.01 (the smallest p-value is 1/51): "
          "give at least 99"),
+        (["history", "--history", "{tmp}/h.sqlite", "--alpha", "0"],
+         "--alpha 0: no p-value is below it, so no change could be found"),
     ],
 )  # fmt: skip
 def test_bad_input_is_one_line_and_exit_2(tmp_path, capsys, monkeypatch, argv, message):
