@@ -204,3 +204,35 @@ def test_matrix_keeps_the_interrupted_deployment_in_its_table(tmp_path, monkeypa
     assert cli.main(argv) == 143
     (js,) = tmp_path.glob("r/*/matrix.json")
     assert "a (interrupted by SIGTERM)" in _json.dumps(_json.loads(js.read_text()))
+
+
+def test_a_watcher_stop_marks_the_task_aborting_without_starting_rally_task_abort(
+    home, tmp_path
+):
+    """A probe's watcher stops the task (an overloaded probe): Rally's engine reads the
+    status from our Rally home's database, so it is set there at once; ``rally task
+    abort`` is started only where it cannot be (seen: its 5-10 s of start-up let a
+    ramp at 30 rps queue hundreds more requests, which its stop then waited 60 s for)."""
+    import sqlite3
+
+    db = home.path / "rally.sqlite"
+    with sqlite3.connect(db) as conn:
+        conn.execute("CREATE TABLE tasks (uuid TEXT, status TEXT)")
+        conn.execute("INSERT INTO tasks VALUES (?, 'running')", (UUID,))
+    started: list[tuple] = []
+    home.rally = lambda *args, **kw: started.append(args)
+    run = rally_task.TaskRun(home, tmp_path / "t.json", tmp_path / "t.log")
+    run.uuid = UUID
+    run.stop("every iteration slot in flight")
+    with sqlite3.connect(db) as conn:
+        assert conn.execute("SELECT status FROM tasks").fetchall() == [("aborting",)]
+    assert run.stopped_for == "every iteration slot in flight" and started == []
+    # a task the database does not show running: rally task abort, as before
+    other = rally_task.TaskRun(home, tmp_path / "t.json", tmp_path / "t.log")
+    other.uuid = "0badc0de-0000-4000-8000-000000000002"
+    other.stop("an iteration failed")
+    for _ in range(100):
+        if started:
+            break
+        threading.Event().wait(0.01)
+    assert started == [("task", "abort", other.uuid)]
