@@ -14,7 +14,8 @@ import math
 from collections.abc import Sequence
 from typing import Any
 
-from rally_keystone_bench.verdicts.capacity import MIN_STEP_REQUESTS, Settings, fmt
+from rally_keystone_bench.verdicts.capacity import Settings, fmt
+from rally_keystone_bench.verdicts.ramps import MIN_STEP_REQUESTS
 
 
 def task_args(settings: Settings, rps: float, reuse: str | None = None) -> dict[str, Any]:
@@ -53,10 +54,6 @@ def ramp_task_args(
 def describe_ramp(settings: Settings, rates: Sequence[float]) -> str:
     """How long the ramp's steps are, as the progress line states it."""
     s = settings
-    longer = [(r, s.ramp_step_seconds(r)) for r in rates]
-    longer = [(r, t) for r, t in longer if t > s.ramp_step_s]
-    slow = f"; {', '.join(f'{t:g} s at {fmt(r)}' for r, t in longer)}" if longer else ""
-    return (
-        f"{s.ramp_step_s:g} s a step and {MIN_STEP_REQUESTS} requests at least for "
-        f"the slope{slow}, after {s.warmup:g} s of warm-up"
-    )
+    few = [r for r in rates if r * s.ramp_step_s < MIN_STEP_REQUESTS]
+    unjudged = f" (at {', '.join(fmt(r) for r in few)}: too few for the slope)" if few else ""
+    return f"{s.ramp_step_s:g} s a step{unjudged}, after {s.warmup:g} s of warm-up"

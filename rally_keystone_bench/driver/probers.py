@@ -14,7 +14,6 @@ ramp) and says it as ``run`` does.
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import math
 import time
 from collections.abc import Callable
@@ -350,7 +349,7 @@ class RallyProber:
             if i == len(parts) - 1:  # the run stopped in the last step it reached
                 probe.stopped_for = run.stopped_for
                 probe.slots_full = run.stopped_for == SLOTS_FULL
-            probe_verdict.judge(probe, part, dataclasses.replace(s, warmup=0.0))
+            ramps.judge_step(probe, part, s)
             if probe.stopped_for and probe.passed:
                 # cut short in this step: it did not hold its rate to the end
                 behind = "behind" in probe.stopped_for

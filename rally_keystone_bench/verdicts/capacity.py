@@ -38,7 +38,6 @@ ENGINES = ("rally", "locust")
 LATENCY_BUDGET_S = 5.0  # max_concurrency = rps * this: slots for 5 s of latency
 MIN_CONCURRENCY = 20
 CONFIRM_ROUNDS = 2
-MIN_STEP_REQUESTS = 30  # a ramp step's requests at least: the slope test's most points
 WALK_PROBES = 4  # whole probes from the predicted rate at most, before the bisection takes over
 # A ramp step failed (errors, saturation) under this share of the saturation predicted
 # from the passing steps is not held to: the walk starts at the prediction (capacity_search._start).
@@ -68,13 +67,10 @@ class Settings:
 
         A ramp only brackets N: the bisection and the confirmations that
         follow run whole windows, and a step judged wrongly costs probes,
-        never a wrong N.
+        never a wrong N. A step of fewer than ramps.MIN_STEP_REQUESTS
+        requests (under 6 rps) is not judged by its slope.
         """
         return max(5.0, self.window / 6)
-
-    def ramp_step_seconds(self, rps: float) -> float:
-        """Seconds of a ramp's step at RPS: ramp_step_s, long enough for MIN_STEP_REQUESTS."""
-        return max(self.ramp_step_s, float(math.ceil(MIN_STEP_REQUESTS / rps)))
 
     def ramp_slots(self, rps: float) -> int:
         """In-flight iterations at which a ramp stops in a step of RPS (2 s of answers)."""
@@ -93,8 +89,8 @@ class Settings:
 
     def ramp_steps(self, rates: Sequence[float]) -> list[tuple[float, float]]:
         """(rate, seconds) of the ramp through RATES; the first step carries the warm-up."""
-        first = self.warmup + self.ramp_step_seconds(rates[0])
-        return [(rates[0], first)] + [(r, self.ramp_step_seconds(r)) for r in rates[1:]]
+        first = self.warmup + self.ramp_step_s
+        return [(rates[0], first)] + [(r, self.ramp_step_s) for r in rates[1:]]
 
     def min_iterations(self, rps: float) -> int:
         """Points the slope needs past the warm-up: half the window's, 3 to 30."""

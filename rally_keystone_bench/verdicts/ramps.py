@@ -24,7 +24,7 @@ from typing import Any
 import numpy as np
 
 from rally_keystone_bench.verdicts.keystone_side import CLIENT_BOUND
-from rally_keystone_bench.verdicts.probe_verdict import SLOPE, Probe
+from rally_keystone_bench.verdicts.probe_verdict import OK, SLOPE, Probe, judge
 from rally_keystone_bench.verdicts.results import Workload
 
 RAMP_STEPS = 16  # the first ramp's steps are no wider than this many equal ones over the range
@@ -32,6 +32,10 @@ REFINE_STEPS = 7  # rates of the second ramp, inside the first one's bracket
 # A ramp step degraded by a slope under this many times --max-slope bounds N only
 # when no later step failed harder (ramp_bracket).
 MARGINAL_SLOPE = 2.0
+# A ramp step of fewer requests is not judged by its slope: 30 are the slope test's most
+# points (capacity.Settings.min_iterations), and a step of a few seconds at a low rate
+# holds too few to fit a line through, while its errors and saturation still show.
+MIN_STEP_REQUESTS = 30
 
 
 def fmt(rate: float) -> str:
@@ -76,6 +80,20 @@ def step_workload(wl: Workload, begin: float, end: float) -> Workload:
         sla=[],
         load_duration=end - begin,
     )
+
+
+def judge_step(probe: Probe, part: Workload, settings: Any) -> Probe:
+    """PROBE, one step of a ramp, judged on PART (the iterations due in it) as a probe with
+    no warm-up is; a step of fewer than MIN_STEP_REQUESTS requests not by its slope."""
+    judge(probe, part, dataclasses.replace(settings, warmup=0.0))
+    if probe.verdict == SLOPE and probe.iterations < MIN_STEP_REQUESTS:
+        slope = f"{probe.slope:.2g}" if probe.slope is not None else "?"
+        probe.verdict = OK
+        probe.reason = (
+            f"sent {probe.sent_rate or 0.0:.1f} rps, slope {slope} s/s not judged on "
+            f"{probe.iterations} requests (fewer than {MIN_STEP_REQUESTS}), no error"
+        )
+    return probe
 
 
 def ramp_zero(wl: Workload) -> float:

@@ -13,7 +13,7 @@ from rally_keystone_bench.driver import probe_args, probers, targets
 from rally_keystone_bench.report import capacity as capacity_report
 from rally_keystone_bench.verbs import capacity as capacity_verb
 from rally_keystone_bench.verbs import options
-from rally_keystone_bench.verdicts import capacity, probe_verdict, results
+from rally_keystone_bench.verdicts import capacity, probe_verdict, ramps, results
 from rally_keystone_bench.verdicts.capacity import Settings
 from rally_keystone_bench.verdicts.capacity_search import find_capacity
 from rally_keystone_bench.verdicts.probe_verdict import (
@@ -517,6 +517,25 @@ def test_a_failure_in_a_step_degrades_that_step_only():
     assert first.errors == [] and second.errors[0].status == 500
 
 
+@pytest.mark.parametrize(
+    "rate, seconds, verdict",
+    [(4, 5, OK), (6, 5, SLOPE), (4, 8, SLOPE)],  # 20 requests: the slope is not judged
+)
+def test_a_ramp_step_too_short_for_the_slope_is_judged_on_errors_and_saturation(
+    rate, seconds, verdict
+):
+    # latency rising 0.02 s every second: twice the --max-slope of 0.01
+    wl = ramp_workload([(rate, seconds)], lambda rate, t: 0.05 + 0.02 * t)
+    probe = Probe(1, "ramp 1/3", rate, planned=rate * seconds, max_concurrency=20)
+    ramps.judge_step(probe, wl, RAMPED)
+    assert probe.verdict == verdict
+    if verdict == OK:
+        assert "slope 0.02 s/s not judged on 20 requests (fewer than 30)" in probe.reason
+    failing = ramp_workload([(rate, seconds)], lambda rate, t: 0.05 + 0.02 * t, fail_at=1.0)
+    probe = Probe(1, "ramp 1/3", rate, planned=rate * seconds, max_concurrency=20)
+    assert ramps.judge_step(probe, failing, RAMPED).verdict == ERRORS  # errors still count
+
+
 def test_the_ramp_task_runs_pooled_rps_through_the_steps_without_a_slope_sla():
     import jinja2
     import yaml
@@ -525,9 +544,9 @@ def test_the_ramp_task_runs_pooled_rps_through_the_steps_without_a_slope_sla():
     args = probe_args.ramp_task_args(RAMPED, [1, 15, 29])
     (subtask,) = yaml.safe_load(text.render(**args))["subtasks"]
     runner = subtask["runner"]["pooled_rps"]
-    # 1 rps holds its step for 30 s: the slope test's 30 requests
-    assert runner["rps"] == {"steps": [[1, 40.0], [15, 5.0], [29, 5.0]]}
-    assert runner["times"] == 40 + 75 + 145 and runner["max_concurrency"] == 145
+    # every step 5 s (the first one after the warm-up): a low one is not held longer
+    assert runner["rps"] == {"steps": [[1, 15.0], [15, 5.0], [29, 5.0]]}
+    assert runner["times"] == 15 + 75 + 145 and runner["max_concurrency"] == 145
     assert set(subtask["sla"]) == {"failure_rate"}
 
 

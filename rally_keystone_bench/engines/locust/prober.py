@@ -30,7 +30,7 @@ from rally_keystone_bench.engines.locust import engine, schedule, setup
 from rally_keystone_bench.engines.locust import samples as sm
 from rally_keystone_bench.errors import BenchError
 from rally_keystone_bench.report import locust_report
-from rally_keystone_bench.verdicts import capacity, machine, probe_verdict, results
+from rally_keystone_bench.verdicts import capacity, machine, probe_verdict, ramps, results
 from rally_keystone_bench.verdicts.capacity import fmt
 from rally_keystone_bench.verdicts.probing import LoadRun
 
@@ -172,7 +172,7 @@ class LocustProber:
             if not mine:  # every worker stopped before this step: degraded earlier
                 break
             (wl,) = results.from_report(report, f"ramp step {i + 1}")
-            probe_verdict.judge(probe, wl, dataclasses.replace(s, warmup=0.0))
+            ramps.judge_step(probe, wl, s)
             probe.report = str(run.report)
             span = (t_zero + begin - half, t_zero + end - half)
             probe.machine = machine.of_sampler(run.sampler, [span])
