@@ -204,45 +204,96 @@ class _Walk:
 
 
 def _walk(search: _Search, start: float) -> _Walk:
-    """Whole probes from START, one grid step at a time (WALK_PROBES at most): down while
-    they degrade, up while they pass, until a rate passes and the next fails. The plan
-    holds START and one step from it; each step further grows it by one, said."""
+    """Whole probes from START (WALK_PROBES at most) until a rate passes and the rate one
+    grid step above it fails.
+
+    While none has passed, down one grid step a probe. Once one has, each next rate is
+    N's grid rate as Keystone's busy time predicts it now (knee.predict over every
+    probe that passed: the newest whole probe is usually the busiest), kept above the
+    highest rate that passed and below the lowest that failed above it (a ramp's step
+    too): a prediction that was low climbs in one jump, not a step a probe. The plan
+    holds START and one probe more; each probe further grows it, said.
+    """
     s, eps = search.settings, search.eps
-    rate = start
-    p = search.run(rate, "predicted N")
-    up = p.passed
-    for step in range(WALK_PROBES - 1):
+    walked: list[Probe] = []
+    rate, role = start, "predicted N"
+    for k in range(WALK_PROBES):
+        p = search.run(rate, role)
+        walked.append(p)
         if p.verdict in LOWER_BOUNDS:
             why = f"{fmt(p.rps)} rps was {p.verdict}"
             return _Walk(search.passed_below(p.rps), p.rps, p, False, why)
-        if up and rate >= s.high - eps:
-            return _Walk(rate, s.high, None, True)  # N >= --high
-        nxt = round(min(rate + s.precision, s.high), 6) if up else round(rate - s.precision, 6)
-        if nxt < s.low - eps:
-            return _Walk(s.low, rate, p, False, f"even {fmt(rate)} rps degraded")
-        if step:
-            seen = f"{fmt(start)} {'and' if step == 1 else 'to'} {fmt(rate)} rps"
-            search.expect(
-                1,
-                f"{seen} {'passed' if up else 'degraded'}: the walk goes on "
-                f"{'up' if up else 'down'} to {fmt(nxt)} rps ({WALK_PROBES} whole probes "
-                "at most)",
-            )
-        q = search.run(nxt, "confirm N+1" if up else "confirm N")
-        if up and q.passed:
-            rate, p = nxt, q
-            continue
-        if up:
-            if q.verdict in LOWER_BOUNDS:
-                return _Walk(rate, q.rps, q, False, f"{fmt(q.rps)} rps was {q.verdict}")
-            return _Walk(rate, q.rps, q, True)
-        if q.passed:
-            return _Walk(nxt, rate, p, True)
-        rate, p = nxt, q
-    if up:
-        top, top_probe = search.fail_above(rate)
-        return _Walk(rate, top, top_probe, False, f"{fmt(rate)} rps still passed")
-    return _Walk(search.passed_below(rate), rate, p, False, f"{fmt(rate)} rps still degraded")
+        lo = max((q.rps for q in walked if q.passed), default=None)
+        above = [q for q in walked if not q.passed and (lo is None or q.rps > lo + eps)]
+        hi_probe = min(above, key=lambda q: (q.rps, -q.number), default=None)
+        if lo is not None and lo >= s.high - eps:
+            return _Walk(lo, s.high, None, True)  # N >= --high
+        if lo is not None and hi_probe is not None and hi_probe.rps <= lo + s.precision + eps:
+            return _Walk(lo, hi_probe.rps, hi_probe, True)
+        if k == WALK_PROBES - 1:
+            break
+        if lo is None:
+            low = min(q.rps for q in walked)
+            if low <= s.low + eps:
+                return _Walk(s.low, low, hi_probe, False, f"even {fmt(low)} rps degraded")
+            rate, role = _next_down(search, low, len(walked)), "confirm N"
+            why = f"{_seen(start, low)} degraded: the walk goes on down to {fmt(rate)} rps"
+        else:
+            rate, role, why = _next_up(search, lo, hi_probe)
+        search.say(f"walk: {why}")
+        if k:
+            search.expect(1, f"the walk's probe {k + 2} ({WALK_PROBES} whole probes at most)")
+    lo = max((q.rps for q in walked if q.passed), default=None)
+    if lo is None:
+        low = min(q.rps for q in walked)
+        return _Walk(search.passed_below(low), low, p, False, f"{fmt(low)} rps still degraded")
+    if hi_probe is None:
+        top, top_probe = search.fail_above(lo)
+        return _Walk(lo, top, top_probe, False, f"{fmt(lo)} rps still passed")
+    why = f"{fmt(lo)} rps passed and {fmt(hi_probe.rps)} rps degraded, still apart"
+    return _Walk(lo, hi_probe.rps, hi_probe, False, why)
+
+
+def _seen(start: float, rate: float) -> str:
+    return f"{fmt(start)} rps" if rate == start else f"{fmt(start)} to {fmt(rate)} rps"
+
+
+def _next_down(search: _Search, low: float, failed: int) -> float:
+    """The walk's next rate below LOW, the lowest of FAILED whole probes that all degraded:
+    one grid step under the first (a prediction is most often just over N), then twice
+    as far each time, and not under the highest rate that passed below LOW (a ramp's
+    step) plus one step, nor under --low."""
+    s = search.settings
+    floor = max(s.low, round(search.passed_below(low) + s.precision, 6))
+    return max(min(floor, low - s.precision), round(low - s.precision * 2 ** (failed - 1), 6))
+
+
+def _next_up(search: _Search, lo: float, hi_probe: Probe | None) -> tuple[float, str, str]:
+    """(rate, role, why) of the walk's next probe once LO passed (HI_PROBE: the lowest
+    whole probe that failed above it, None: none yet): the knee Keystone's busy time
+    predicts now, kept inside (LO, the lowest rate that failed above it), a ramp's step
+    included. Without a failure above LO in reach, one grid step up at least."""
+    s = search.settings
+    hi = hi_probe.rps if hi_probe is not None else search.fail_above(lo)[0]
+    step, below = round(lo + s.precision, 6), round(hi - s.precision, 6)
+    prediction = knee.predict(search.probes, s)
+    target = prediction.n if prediction is not None else step
+    rate = round(min(s.high, max(step, min(target, below))), 6)
+    where = f"{fmt(lo)} rps passed"
+    if hi_probe is not None:
+        where += f" and {fmt(hi_probe.rps)} rps degraded"
+    if rate == step:
+        return rate, "confirm N+1", f"{where}: the walk goes on up to {fmt(rate)} rps"
+    assert prediction is not None
+    role = "confirm N" if hi_probe is not None and rate == below else "predicted N"
+    return (
+        rate,
+        role,
+        (
+            f"{where}; Keystone's workers now put saturation near {prediction.saturation:.1f} "
+            f"rps: the walk probes {fmt(rate)} rps"
+        ),
+    )
 
 
 def _start(search: _Search, prediction: knee.Prediction, bracket: _Bracket) -> float:

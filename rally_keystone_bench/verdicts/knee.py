@@ -10,9 +10,16 @@ The probes already measure both sides: the rate each one sent, and the
 busy share of Keystone's workers over it (its access log,
 verdicts/keystone_side.py, ``Probe.server_busy``). Each probe that passed
 with its workers at least MIN_BUSY busy gives one estimate of the bound;
-their median is the prediction. Fewer than MIN_BUSY: too little work to
-time (a request or two of a few milliseconds a second); a probe that
-degraded is left out, since a queue outside the workers hides there.
+the busiest of them is the prediction (ties: the highest rate). The
+estimates are not equal: a request's cost falls as the rate rises (seen on
+validations, 2026-11-29: 154 ms of worker time at 1 rps, 133 at 2, 99-114
+at 8-16, 66-79 ms in whole probes at 23-29 rps), so the probe nearest the
+knee tells the most of it and the low rates would pull a median down.
+Fewer than MIN_BUSY: too little work to time (a request or two of a few
+milliseconds a second); a probe that degraded is left out, since a queue
+outside the workers hides there. The search predicts again after each
+probe that passes (verdicts/capacity_search.py), so a whole probe near the
+knee, a thousand requests, soon outweighs the ramp's steps of a few dozen.
 
 Figures (doc/source/capacity.rst): password tokens on 2 workers, 14 % busy
 at 1 rps, 42 % at 3, 70 % at 5, 87 % at 6 give 7.1, 7.1, 7.1 and 6.9 rps;
@@ -24,7 +31,6 @@ from __future__ import annotations
 
 import dataclasses
 import math
-import statistics
 from collections.abc import Sequence
 from typing import Any
 
@@ -43,8 +49,9 @@ class Prediction:
     def describe(self) -> str:
         seen = ", ".join(f"{100 * u:.0f}% busy at {x:.3g} rps" for x, u in self.evidence)
         return (
-            f"Keystone's workers were {seen}: by the utilization law they saturate near "
-            f"{self.saturation:.1f} rps, so N is expected at {self.n:g} rps or just below"
+            f"Keystone's workers were {seen}: by the utilization law, from the busiest, "
+            f"they saturate near {self.saturation:.1f} rps, so N is expected at "
+            f"{self.n:g} rps or just below"
         )
 
 
@@ -64,13 +71,15 @@ def estimates(probes: Sequence[Any]) -> list[tuple[float, float]]:
 def predict(probes: Sequence[Any], settings: Any) -> Prediction | None:
     """The knee PROBES predict on SETTINGS' grid (low, high, precision); None without evidence.
 
+    The saturation bound is the busiest passing probe's rate / busy share.
     N's predicted rate is the highest grid rate at or below the saturation
     bound (the law puts N no higher), clamped to [low, high].
     """
     seen = estimates(probes)
     if not seen:
         return None
-    saturation = statistics.median(rate / busy for rate, busy in seen)
+    rate, busy = max(seen, key=lambda e: (e[1], e[0]))  # the busiest, the nearest the knee
+    saturation = rate / busy
     k = math.floor((saturation - settings.low) / settings.precision + 1e-9)
     n = round(settings.low + max(0, k) * settings.precision, 6)
     n = min(n, settings.high)
