@@ -11,10 +11,12 @@ step, each step judged as a probe on the iterations due in it): its rate
 doubles from --low (verdicts/ramps.py). Where Keystone's busy time is
 known (a local Keystone's access log), the steps that passed predict the
 knee (verdicts/knee.py, the utilization law): the search probes the grid
-rate at that bound with a whole probe and walks from it, down while probes
-degrade and up while they pass (WALK_PROBES at most), until a rate passes
-and the next one does not: those two whole probes are N and N + precision,
-confirmed. A step that failed by errors or saturation keeps the walk below
+rate at that bound with a whole probe and walks from it (WALK_PROBES at
+most): down while probes degrade, one step and then twice as far each
+time; once one has passed, to the rate the busy time of the probes that
+passed predicts then, inside what passed and what failed; until a rate
+passes and the next one does not: those two whole probes are N and N +
+precision, confirmed. A step that failed by errors or saturation keeps the walk below
 it, unless it failed under CONTRADICTED of the predicted saturation: a
 ramp's jump can saturate a step whole probes pass, and the search says it
 probes the prediction instead. When the walk does not find the edge, the
@@ -282,18 +284,14 @@ def _next_up(search: _Search, lo: float, hi_probe: Probe | None) -> tuple[float,
     where = f"{fmt(lo)} rps passed"
     if hi_probe is not None:
         where += f" and {fmt(hi_probe.rps)} rps degraded"
-    if rate == step:
+    if prediction is None or rate == step:
         return rate, "confirm N+1", f"{where}: the walk goes on up to {fmt(rate)} rps"
-    assert prediction is not None
     role = "confirm N" if hi_probe is not None and rate == below else "predicted N"
-    return (
-        rate,
-        role,
-        (
-            f"{where}; Keystone's workers now put saturation near {prediction.saturation:.1f} "
-            f"rps: the walk probes {fmt(rate)} rps"
-        ),
+    why = (
+        f"{where}; Keystone's workers now put saturation near {prediction.saturation:.1f} "
+        f"rps: the walk probes {fmt(rate)} rps"
     )
+    return rate, role, why
 
 
 def _start(search: _Search, prediction: knee.Prediction, bracket: _Bracket) -> float:
