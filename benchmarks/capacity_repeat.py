@@ -7,7 +7,11 @@ the search's status (confirmed, or N's spread across disagreeing repeats),
 the probes it took, its elapsed time from the start to the N line (and the
 probes' setup in it), whether the knee Keystone's busy time predicted held,
 and how busy the rest of the machine was (other processes' CPU and steal
-over its probes, from the /proc sampler the probes carry). Per
+over its probes, from the /proc sampler the probes carry), what a request
+cost Keystone's workers at N (their busy share times their number over the
+rate, in the last whole probe that passed there), and the machine's speed
+just before the search (milliseconds for a fixed pure-Python workload, best
+of 3: :func:`machine_speed`). Per
 combination: every N, their spread (max - min, and as a share of the
 median), whether they agree within 10 % or 1 rps (whichever is larger:
 issue 28's bar), the longest search and whether each took 5 minutes at
@@ -34,7 +38,9 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
+import math
 import os
+import re
 import statistics
 import subprocess
 import sys
@@ -52,8 +58,40 @@ BUDGET_MIN = 5.0  # issue 46: a search in 5 minutes at most, from its start to t
 SMOKE = ["--low", "10", "--high", "60", "--precision", "10", "--warmup", "1", "--window", "3"]
 
 
+def machine_speed() -> float:
+    """Milliseconds this machine takes for a fixed pure-Python workload, best of 3.
+
+    Keystone's request handling is interpreted Python as this is: when N moves
+    between searches with this figure, the machine moved, not Keystone or the
+    search (a shared virtual machine's host takes part of a core without
+    showing steal).
+    """
+    best = math.inf
+    for _ in range(3):
+        t0 = time.perf_counter()
+        table: dict[str, int] = {}
+        for i in range(200_000):
+            key = f"token-{i % 5000}"
+            table[key] = table.get(key, 0) + len(json.dumps([key, i]))
+        best = min(best, time.perf_counter() - t0)
+    return 1000 * best
+
+
+def cost_at_n(n: float | None, probes: list[dict]) -> float | None:
+    """Keystone's worker time a request (ms) in the last whole probe that passed at N."""
+    for p in reversed(probes):
+        if p["role"].startswith("ramp") or not p["passed"] or p["rps"] != n:
+            continue
+        workers = re.search(r"(\d+) worker\(s\)", p.get("reason") or "")
+        if workers and p.get("server_busy") and p.get("sent_rate"):
+            return 1000 * p["server_busy"] * int(workers.group(1)) / p["sent_rate"]
+    return None
+
+
 def one_run(scenario: str, database: str, target: str, extra: list[str], out: Path) -> dict:
-    """One ``keystone-bench capacity``; its result, probes and wall time."""
+    """One ``keystone-bench capacity``; its result, probes and wall time; the machine's
+    speed just before it."""
+    speed = machine_speed()
     cmd = [BENCH, "capacity", "--scenario", scenario, "--target", target]
     if target == "local":
         cmd += ["--db", database]
@@ -80,6 +118,8 @@ def one_run(scenario: str, database: str, target: str, extra: list[str], out: Pa
         "other": max(others) if others else None,
         "steal": max(steals) if steals else None,
         "exit": proc.returncode,
+        "speed_ms": speed,
+        "cost_ms": cost_at_n(summary["result"]["n_rps"], probes),
     }
 
 
@@ -99,9 +139,11 @@ def describe_run(i: int, r: dict) -> str:
     setup = "" if r.get("setup") is None else f" (setup {r['setup']:.0f} s)"
     held = r.get("prediction") or ""
     held = "missed" if "missed" in held else ("held" if "found by" in held else "none")
+    cost = "-" if r.get("cost_ms") is None else f"{r['cost_ms']:.0f} ms"
     return (
         f"  run {i}: N = {n} rps ({how}), {r['probes']} probes, {r['seconds'] / 60:.1f} min"
-        f"{setup}, prediction: {held}; "
+        f"{setup}, prediction: {held}; Keystone's worker time a request at N {cost}, "
+        f"machine speed {r['speed_ms']:.0f} ms; "
         f"other processes up to {other} core, steal up to {steal} core{busy}"
     )
 
