@@ -117,9 +117,10 @@ class TaskRun:
         Rally stops its runner, then cleans up (a SIGINT to rally cleans up
         while the runner still runs). The task is marked aborting in our
         Rally home's database at once; only where that cannot be done does
-        ``rally task abort`` run, whose start-up (5-10 s) an overloaded probe
-        spends sending hundreds more requests that its stop then waits for
-        (seen: a ramp stopped at 30 rps ran 60 s more, draining them).
+        ``rally task abort`` run, whose start-up an overloaded probe spends
+        sending more requests that its stop then waits for (seen on an idle
+        2-core EPYC: a ramp stopped at 30 rps ran 11 s more, 5 s with the
+        mark; a minute more with other tests taking half a core).
         """
         if self.stopped_for is not None or self.uuid is None:
             return

@@ -11,7 +11,7 @@ from __future__ import annotations
 import dataclasses
 
 from rally_keystone_bench.driver import probe_args
-from rally_keystone_bench.verdicts import capacity, cpu, keystone_side, probe_verdict
+from rally_keystone_bench.verdicts import cpu, keystone_side, probe_verdict
 from rally_keystone_bench.verdicts.capacity import Settings
 from rally_keystone_bench.verdicts.capacity_search import find_capacity
 from rally_keystone_bench.verdicts.keystone_side import CLIENT_BOUND, LoggedRequest
@@ -129,7 +129,6 @@ def test_low_ramp_steps_are_as_short_as_the_others_and_not_judged_by_their_slope
     text = probe_args.describe_ramp(RAMPED, [1, 3, 15, 29])
     assert text == "5 s a step (at 1, 3: too few for the slope), after 10 s of warm-up"
     assert probe_args.describe_ramp(RAMPED, [15, 29]) == "5 s a step, after 10 s of warm-up"
-
 
 
 # -- repeats that disagree ---------------------------------------------------------------

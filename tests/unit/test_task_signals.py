@@ -206,13 +206,11 @@ def test_matrix_keeps_the_interrupted_deployment_in_its_table(tmp_path, monkeypa
     assert "a (interrupted by SIGTERM)" in _json.dumps(_json.loads(js.read_text()))
 
 
-def test_a_watcher_stop_marks_the_task_aborting_without_starting_rally_task_abort(
-    home, tmp_path
-):
+def test_a_watcher_stop_marks_the_task_aborting_without_starting_rally_task_abort(home, tmp_path):
     """A probe's watcher stops the task (an overloaded probe): Rally's engine reads the
     status from our Rally home's database, so it is set there at once; ``rally task
-    abort`` is started only where it cannot be (seen: its 5-10 s of start-up let a
-    ramp at 30 rps queue hundreds more requests, which its stop then waited 60 s for)."""
+    abort`` is started only where it cannot be (seen: during its start-up a ramp at
+    30 rps queued 55 more requests a runner process, which its stop then waited for)."""
     import sqlite3
 
     db = home.path / "rally.sqlite"
