@@ -5,7 +5,9 @@ PostgreSQL) it runs ``keystone-bench capacity --target local`` RUNS times,
 one after the other, each on a Keystone of its own, and prints per run: N,
 the search's status (confirmed, or N's spread across disagreeing repeats),
 the probes it took, its elapsed time from the start to the N line (and the
-probes' setup in it), whether the knee Keystone's busy time predicted held,
+probes' setup in it), whether the knee Keystone's busy time predicted held
+(``held``: N within two grid steps of it; ``walked``: the walk found N
+further away; ``missed``: the bisection found it),
 and how busy the rest of the machine was (other processes' CPU and steal
 over its probes, from the /proc sampler the probes carry), what a request
 cost Keystone's workers at N (their busy share times their number over the
@@ -123,6 +125,17 @@ def one_run(scenario: str, database: str, target: str, extra: list[str], out: Pa
     }
 
 
+def _prediction(text: str) -> str:
+    """``held`` (the walk found N within two grid steps of the predicted rate), ``walked``
+    (it found N further away, ``N found 5 rps below it``), ``missed`` (the bisection
+    found it) or ``none``: from capacity.json's ``prediction``."""
+    if "missed" in text:
+        return "missed"
+    if "found by" in text:
+        return "held"
+    return "walked" if " it by " in text else "none"
+
+
 def describe_run(i: int, r: dict) -> str:
     if "error" in r:
         return f"  run {i}: {r['error']} ({r['seconds'] / 60:.1f} min)"
@@ -137,8 +150,7 @@ def describe_run(i: int, r: dict) -> str:
     steal = "-" if r["steal"] is None else f"{r['steal']:.2f}"
     busy = " BUSY MACHINE" if r["other"] is not None and r["other"] > QUIET_OTHER else ""
     setup = "" if r.get("setup") is None else f" (setup {r['setup']:.0f} s)"
-    held = r.get("prediction") or ""
-    held = "missed" if "missed" in held else ("held" if "found by" in held else "none")
+    held = _prediction(r.get("prediction") or "")
     cost = "-" if r.get("cost_ms") is None else f"{r['cost_ms']:.0f} ms"
     return (
         f"  run {i}: N = {n} rps ({how}), {r['probes']} probes, {r['seconds'] / 60:.1f} min"

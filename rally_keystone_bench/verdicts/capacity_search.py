@@ -13,14 +13,17 @@ known (a local Keystone's access log), the steps that passed predict the
 knee (verdicts/knee.py, the utilization law): the search probes the grid
 rate at that bound with a whole probe and walks from it (WALK_PROBES at
 most): down while probes degrade, one step and then twice as far each
-time; once one has passed, to the rate the busy time of the probes that
-passed predicts then, inside what passed and what failed; until a rate
-passes and the next one does not: those two whole probes are N and N +
-precision, confirmed. A step that failed by errors or saturation keeps the walk below
-it, unless it failed under CONTRADICTED of the predicted saturation: a
-ramp's jump can saturate a step whole probes pass, and the search says it
-probes the prediction instead. When the walk does not find the edge, the
-prediction missed: the search says so and goes on as it does without one.
+time; once one has passed, up to the rate the busy time of the probes
+that passed predicts then, or 1, 1, 2, 4 ... steps further while they keep
+passing, below what failed; once a whole probe has failed above a pass,
+between the two (the prediction if it lies in the upper half, else the
+middle); until a rate passes and the next one does not: those two whole
+probes are N and N + precision, confirmed. A step that failed by errors
+or saturation keeps the walk below it, unless it failed under CONTRADICTED
+of the predicted saturation: a ramp's jump can saturate a step whole
+probes pass, and the search says it probes the prediction instead. When
+the walk does not find the edge in WALK_PROBES, the prediction missed: the
+search says so and goes on as it does without one.
 
 Without a prediction, a finer ramp (7 steps) inside the first one's bracket,
 then bisection of what is left on a linear scale, the probe rates on a
@@ -205,16 +208,26 @@ class _Walk:
     why: str = ""
 
 
+def _edge(walked: Sequence[Probe], eps: float) -> tuple[float | None, Probe | None]:
+    """(the highest rate a whole probe of the walk passed, None: none; the lowest whole
+    probe of the walk above it that did not pass, None: none)."""
+    lo = max((q.rps for q in walked if q.passed), default=None)
+    above = [q for q in walked if not q.passed and (lo is None or q.rps > lo + eps)]
+    return lo, min(above, key=lambda q: (q.rps, -q.number), default=None)
+
+
 def _walk(search: _Search, start: float) -> _Walk:
     """Whole probes from START (WALK_PROBES at most) until a rate passes and the rate one
-    grid step above it fails.
+    grid step above it fails: those two are N and N + precision, each probed whole.
 
-    While none has passed, down one grid step a probe. Once one has, each next rate is
-    N's grid rate as Keystone's busy time predicts it now (knee.predict over every
-    probe that passed: the newest whole probe is usually the busiest), kept above the
-    highest rate that passed and below the lowest that failed above it (a ramp's step
-    too): a prediction that was low climbs in one jump, not a step a probe. The plan
-    holds START and one probe more; each probe further grows it, said.
+    While none has passed, down one grid step a probe, then twice as far each time
+    (_next_down). Once one has passed and nothing whole failed above it, up to N's grid
+    rate as Keystone's busy time predicts it now, or further: one grid step after the
+    first and second passes, two after the third, four after the fourth (_next_up);
+    kept below the lowest rate that failed above (a ramp's step too). Once a whole
+    probe has failed above the highest pass, the walk probes between the two
+    (_between). The
+    plan holds START and one probe more; each probe further grows it, said.
     """
     s, eps = search.settings, search.eps
     walked: list[Probe] = []
@@ -225,9 +238,7 @@ def _walk(search: _Search, start: float) -> _Walk:
         if p.verdict in LOWER_BOUNDS:
             why = f"{fmt(p.rps)} rps was {p.verdict}"
             return _Walk(search.passed_below(p.rps), p.rps, p, False, why)
-        lo = max((q.rps for q in walked if q.passed), default=None)
-        above = [q for q in walked if not q.passed and (lo is None or q.rps > lo + eps)]
-        hi_probe = min(above, key=lambda q: (q.rps, -q.number), default=None)
+        lo, hi_probe = _edge(walked, eps)
         if lo is not None and lo >= s.high - eps:
             return _Walk(lo, s.high, None, True)  # N >= --high
         if lo is not None and hi_probe is not None and hi_probe.rps <= lo + s.precision + eps:
@@ -240,12 +251,14 @@ def _walk(search: _Search, start: float) -> _Walk:
                 return _Walk(s.low, low, hi_probe, False, f"even {fmt(low)} rps degraded")
             rate, role = _next_down(search, low, len(walked)), "confirm N"
             why = f"{_seen(start, low)} degraded: the walk goes on down to {fmt(rate)} rps"
+        elif hi_probe is not None:
+            rate, role, why = _between(search, lo, hi_probe)
         else:
-            rate, role, why = _next_up(search, lo, hi_probe)
+            rate, role, why = _next_up(search, lo, sum(q.passed for q in walked))
         search.say(f"walk: {why}")
         if k:
             search.expect(1, f"the walk's probe {k + 2} ({WALK_PROBES} whole probes at most)")
-    lo = max((q.rps for q in walked if q.passed), default=None)
+    lo, hi_probe = _edge(walked, eps)
     if lo is None:
         low = min(q.rps for q in walked)
         return _Walk(search.passed_below(low), low, p, False, f"{fmt(low)} rps still degraded")
@@ -270,28 +283,69 @@ def _next_down(search: _Search, low: float, failed: int) -> float:
     return max(min(floor, low - s.precision), round(low - s.precision * 2 ** (failed - 1), 6))
 
 
-def _next_up(search: _Search, lo: float, hi_probe: Probe | None) -> tuple[float, str, str]:
-    """(rate, role, why) of the walk's next probe once LO passed (HI_PROBE: the lowest
-    whole probe that failed above it, None: none yet): the knee Keystone's busy time
-    predicts now, kept inside (LO, the lowest rate that failed above it), a ramp's step
-    included. Without a failure above LO in reach, one grid step up at least."""
+def _next_up(search: _Search, lo: float, passes: int) -> tuple[float, str, str]:
+    """(rate, role, why) of the walk's next probe once LO passed, the walk's PASSES-th
+    pass, with no whole probe failed above it: the knee Keystone's busy time predicts
+    now, or LO plus 1, 1, 2, 4 ... grid steps (PASSES 1, 2, 3, 4 ...) if that is
+    further, kept under the lowest rate that failed above LO (a ramp's step) and
+    --high. One step at first: a prediction that held is most often one step under N
+    (the searches of 2026-11-29 on a Xeon: 18 and 19 passed, 20 did not); then
+    growing, since the busy share near the knee predicts a step up at most where a
+    request costs less the faster they come (on an EPYC the walk climbed 16 to 19 one
+    rps a probe with N at 20 to 22)."""
     s = search.settings
-    hi = hi_probe.rps if hi_probe is not None else search.fail_above(lo)[0]
+    hi = search.fail_above(lo)[0]
+    jump = round(lo + s.precision * 2 ** max(0, passes - 2), 6)
     step, below = round(lo + s.precision, 6), round(hi - s.precision, 6)
     prediction = knee.predict(search.probes, s)
-    target = prediction.n if prediction is not None else step
+    target = max(jump, prediction.n) if prediction is not None else jump
     rate = round(min(s.high, max(step, min(target, below))), 6)
     where = f"{fmt(lo)} rps passed"
-    if hi_probe is not None:
-        where += f" and {fmt(hi_probe.rps)} rps degraded"
-    if prediction is None or rate == step:
+    if rate == step:
         return rate, "confirm N+1", f"{where}: the walk goes on up to {fmt(rate)} rps"
-    role = "confirm N" if hi_probe is not None and rate == below else "predicted N"
-    why = (
-        f"{where}; Keystone's workers now put saturation near {prediction.saturation:.1f} "
-        f"rps: the walk probes {fmt(rate)} rps"
+    if prediction is not None and prediction.n >= rate - 1e-9:
+        why = (
+            f"{where}; Keystone's workers now put saturation near {prediction.saturation:.1f} "
+            f"rps: the walk probes {fmt(rate)} rps"
+        )
+    else:
+        why = f"{where}, its {_nth(passes)} pass in a row: the walk goes on up to {fmt(rate)} rps"
+    return rate, "predicted N", why
+
+
+def _nth(k: int) -> str:
+    names = ("first", "second", "third", "fourth", "fifth", "sixth", "seventh")
+    return names[k - 1] if 1 <= k <= len(names) else f"{k}th"
+
+
+def _between(search: _Search, lo: float, hi_probe: Probe) -> tuple[float, str, str]:
+    """(rate, role, why) of the walk's probe between LO, which passed, and HI_PROBE, the
+    lowest whole probe that failed above it, more than a grid step apart: the knee
+    Keystone's busy time predicts now if it lies in the upper half (HI_PROBE's rate
+    included: then one step under it), else the middle. The law's bound errs low where
+    a request costs less the faster they come (seen on validations), so a prediction in
+    the lower half is worth no more than the middle; one above HI_PROBE is contradicted
+    by a whole probe. The middle halves what is left whatever the answer."""
+    s = search.settings
+    middle = midpoint(lo, hi_probe.rps, s)
+    prediction = knee.predict(search.probes, s)
+    rate, why = middle, "the walk probes the middle"
+    if prediction is not None and middle + search.eps < prediction.n <= hi_probe.rps + search.eps:
+        rate = round(min(prediction.n, hi_probe.rps - s.precision), 6)
+        why = (
+            f"Keystone's workers now put saturation near {prediction.saturation:.1f} rps: "
+            "the walk probes"
+        )
+    role = (
+        "confirm N+1"
+        if rate <= lo + s.precision + search.eps
+        else ("confirm N" if rate >= hi_probe.rps - s.precision - search.eps else "search")
     )
-    return rate, role, why
+    return (
+        rate,
+        role,
+        f"{fmt(lo)} rps passed and {fmt(hi_probe.rps)} rps degraded; {why} {fmt(rate)} rps",
+    )
 
 
 def _start(search: _Search, prediction: knee.Prediction, bracket: _Bracket) -> float:
@@ -344,7 +398,11 @@ def find_capacity(
     held = f"predicted {fmt(prediction.n)} rps (saturation near {prediction.saturation:.1f} rps)"
     if walk.hit:
         out = _outcome(walk.lo, walk.hi_probe, True, settings, search.probes)
-        out.prediction = f"{held}: N found by {search.runs - 1} whole probes from there"
+        off = walk.lo - prediction.n
+        away = ""
+        if abs(off) > 2 * settings.precision + search.eps:  # held: within two grid steps
+            away = f" {fmt(abs(off))} rps {'above' if off > 0 else 'below'} it"
+        out.prediction = f"{held}: N found{away} by {search.runs - 1} whole probes from there"
         return out
     lo, hi, hi_probe = walk.lo, walk.hi, walk.hi_probe
     say(

@@ -178,25 +178,28 @@ def test_the_recorded_keystone_is_found_by_one_ramp_and_two_whole_probes():
     assert sum(seconds for _, seconds in ran) + 2 * 40 == 35 + 80
 
 
-def test_a_keystone_whose_capacity_falls_under_sustained_load_is_found_by_bisection():
-    # the same ramp and prediction; whole probes pass up to 14 rps only
+def test_a_keystone_whose_capacity_falls_under_sustained_load_is_found_by_the_walk():
+    # the same ramp and prediction; whole probes pass up to 14 rps only: the walk goes
+    # down, one step and then twice as far, and once 12 passed it probes between 12 and
+    # 16, its whole probes N and N + 1: no bisection of the ramp's bracket, no probe again
     model = RecordedKeystone(capacity_rps=14)
     out, said, plan = search(model)
     assert out.status == "found" and out.confirmed and out.n == 14
-    walked = [(role, rate) for role, rate, _ in model.whole()[:4]]
-    assert walked == [("predicted N", 19), ("confirm N", 18), ("confirm N", 16), ("confirm N", 12)]
-    assert [line for line in said if line.startswith("the prediction missed")] == [
-        "the prediction missed (12 rps passed and 16 rps degraded, still apart after 4 "
-        "probes from 19 rps): bisecting [12, 16) rps as without one"
-    ]
-    assert out.prediction.endswith(
-        "missed (12 rps passed and 16 rps degraded, still apart), found by bisection"
+    assert model.whole() == [
+        ("predicted N", 19, SLOPE), ("confirm N", 18, SLOPE),
+        ("confirm N", 16, SLOPE), ("confirm N", 12, OK),
+        ("search", 14, OK), ("confirm N+1", 15, SLOPE),
+    ]  # fmt: skip
+    assert "walk: 12 rps passed and 16 rps degraded; the walk probes the middle 14 rps" in said
+    assert not [line for line in said if "missed" in line]
+    assert out.prediction == (
+        "predicted 19 rps (saturation near 19.0 rps): N found 5 rps below it by 6 whole "
+        "probes from there"
     )
-    assert [(p.role, p.rps) for p in out.probes[-2:]] == [("confirm N", 14), ("confirm N+1", 15)]
     assert len(model.ramps) == 1
     grown = [line for line in said if line.startswith("plan:")]
-    assert len(grown) == len(plan.reasons) >= 2
-    assert all(k <= about for k, about in model.said_about) and plan.about >= model.count
+    assert len(grown) == len(plan.reasons) == 4
+    assert all(k <= about for k, about in model.said_about) and plan.about == model.count
 
 
 # -- password tokens ----------------------------------------------------------------
