@@ -38,7 +38,7 @@ ENGINES = ("rally", "locust")
 LATENCY_BUDGET_S = 5.0  # max_concurrency = rps * this: slots for 5 s of latency
 MIN_CONCURRENCY = 20
 CONFIRM_ROUNDS = 2
-WALK_PROBES = 8  # whole probes from the predicted rate at most, before the bisection takes over
+WALK_PROBES = 10  # whole probes from the predicted rate at most, before the bisection takes over
 # A ramp step failed (errors, saturation) under this share of the saturation predicted
 # from the passing steps is not held to: the walk starts at the prediction (capacity_search._start).
 CONTRADICTED = 0.9

@@ -14,7 +14,7 @@ knee (verdicts/knee.py, the utilization law): the search probes the grid
 rate at that bound with a whole probe and walks from it (WALK_PROBES at
 most): down while probes degrade, one step and then twice as far each
 time; once one has passed, up to the rate the busy time of the probes
-that passed predicts then, or 1, 1, 2, 4 ... steps further while they keep
+that passed predicts then, or 1, 1, 1, 2, 4 ... steps further while they keep
 passing, below what failed; once a whole probe has failed above a pass,
 between the two (the prediction if it lies in the upper half, else the
 middle); until a rate passes and the next one does not: those two whole
@@ -222,8 +222,8 @@ def _walk(search: _Search, start: float) -> _Walk:
 
     While none has passed, down one grid step a probe, then twice as far each time
     (_next_down). Once one has passed and nothing whole failed above it, up to N's grid
-    rate as Keystone's busy time predicts it now, or further: one grid step after the
-    first and second passes, two after the third, four after the fourth (_next_up);
+    rate as Keystone's busy time predicts it now, or further: one grid step after each
+    of the first three passes, two after the fourth, four after the fifth (_next_up);
     kept below the lowest rate that failed above (a ramp's step too). Once a whole
     probe has failed above the highest pass, the walk probes between the two
     (_between). The
@@ -286,16 +286,19 @@ def _next_down(search: _Search, low: float, failed: int) -> float:
 def _next_up(search: _Search, lo: float, passes: int) -> tuple[float, str, str]:
     """(rate, role, why) of the walk's next probe once LO passed, the walk's PASSES-th
     pass, with no whole probe failed above it: the knee Keystone's busy time predicts
-    now, or LO plus 1, 1, 2, 4 ... grid steps (PASSES 1, 2, 3, 4 ...) if that is
-    further, kept under the lowest rate that failed above LO (a ramp's step) and
-    --high. One step at first: a prediction that held is most often one step under N
-    (the searches of 2026-11-29 on a Xeon: 18 and 19 passed, 20 did not); then
-    growing, since the busy share near the knee predicts a step up at most where a
-    request costs less the faster they come (on an EPYC the walk climbed 16 to 19 one
-    rps a probe with N at 20 to 22)."""
+    now, or LO plus 1, 1, 1, 2, 4 ... grid steps (PASSES 1, 2, 3, 4, 5 ...) if that
+    is further, kept under the lowest rate that failed above LO (a ramp's step) and
+    --high. One step at a time at first: where the search starts near N, N is one to
+    three steps above the walk's first probe (on a 2-core Xeon, 2026-11-30: 19 passed
+    and 20 did not; 20, 21, 22 passed and 23 did not), and a jump past N + 1 costs a
+    probe more, back down to it (measured: 1, 1, 2 jumped from 22 to 24 and then
+    needed 23). Then growing, since the busy share near the knee predicts a step up at
+    most where a request costs less the faster they come (on an EPYC the walk climbed
+    16 to 19 one rps a probe with N at 20 to 22): the steps bound the walk's probes
+    by the log of the distance, not the distance."""
     s = search.settings
     hi = search.fail_above(lo)[0]
-    jump = round(lo + s.precision * 2 ** max(0, passes - 2), 6)
+    jump = round(lo + s.precision * 2 ** max(0, passes - 3), 6)
     step, below = round(lo + s.precision, 6), round(hi - s.precision, 6)
     prediction = knee.predict(search.probes, s)
     target = max(jump, prediction.n) if prediction is not None else jump

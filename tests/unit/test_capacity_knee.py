@@ -178,7 +178,7 @@ def test_a_capacity_that_falls_with_the_load_is_found_by_the_walk_down_from_the_
     # the plan grew, each time with a reason said, and never lagged the probe count
     grown = [line for line in said if line.startswith("plan: about")]
     assert grown == [
-        f"plan: about {k + 1} probes now: the walk's probe {k} (8 whole probes at most)"
+        f"plan: about {k + 1} probes now: the walk's probe {k} (10 whole probes at most)"
         for k in (3, 4, 5)
     ]
     assert all(k <= about for k, about in model.said_about)
@@ -211,21 +211,22 @@ def test_a_walk_that_does_not_find_the_edge_says_the_prediction_missed_and_bisec
     assert len(walked) > capacity.WALK_PROBES
     assert walked[: capacity.WALK_PROBES] == [
         (25, False), (24, False), (22, False), (18, False), (17, False), (16, False),
-        (9, True), (13, False),
+        (9, True), (13, False), (12, False), (11, False),
     ]  # fmt: skip
     assert [line for line in said if line.startswith("the prediction missed")] == [
-        "the prediction missed (9 rps passed and 13 rps degraded, still apart after 8 "
-        "probes from 25 rps): bisecting [9, 13) rps as without one"
+        "the prediction missed (9 rps passed and 11 rps degraded, still apart after 10 "
+        "probes from 25 rps): bisecting [9, 11) rps as without one"
     ]
     assert out.prediction.endswith(
-        "missed (9 rps passed and 13 rps degraded, still apart), found by bisection"
+        "missed (9 rps passed and 11 rps degraded, still apart), found by bisection"
     )
-    # the bisection's answer, confirmed by N and N + 1 probed last
-    assert out.status == "found" and out.confirmed and out.n == 9
+    # the bisection's answer (9 failed its confirmation: the search resumed below it),
+    # confirmed by N and N + 1 probed last
+    assert out.status == "found" and out.confirmed and out.n == 8
     assert [(p.role, p.rps, p.passed) for p in out.probes[-2:]] == [
-        ("confirm N", 9, True), ("confirm N+1", 10, False),
+        ("confirm N", 8, True), ("confirm N+1", 9, False),
     ]  # fmt: skip
-    assert plan.reasons[-1] == "the prediction missed: bisection and two confirmations"
+    assert "the prediction missed: bisection and two confirmations" in plan.reasons
     assert all(k <= about for k, about in model.said_about) and plan.about >= model.count
 
 
@@ -305,16 +306,24 @@ def test_a_prediction_that_keeps_saying_one_step_more_is_outrun_by_growing_steps
     out, said, plan = search(model)
     assert out.status == "found" and out.confirmed and out.n == 22
     whole = [(p.rps, p.passed) for p in out.probes if not p.role.startswith("ramp")]
-    # one step after the first two passes, then two, then four; then between 20 and 24
+    # one step after each of the first three passes, then two, then four; then between
+    # 21 and 25
     assert whole == [
-        (16, True), (17, True), (18, True), (20, True), (24, False), (22, True), (23, False),
+        (16, True), (17, True), (18, True), (19, True), (21, True), (25, False), (23, False),
+        (22, True),
     ]  # fmt: skip
-    assert "walk: 18 rps passed, its third pass in a row: the walk goes on up to 20 rps" in said
-    assert "walk: 20 rps passed, its fourth pass in a row: the walk goes on up to 24 rps" in said
-    assert "walk: 20 rps passed and 24 rps degraded; the walk probes the middle 22 rps" in said
+    assert "walk: 18 rps passed: the walk goes on up to 19 rps" in said
+    assert "walk: 19 rps passed, its fourth pass in a row: the walk goes on up to 21 rps" in said
+    assert "walk: 21 rps passed, its fifth pass in a row: the walk goes on up to 25 rps" in said
+    assert "walk: 21 rps passed and 25 rps degraded; the walk probes the middle 23 rps" in said
     assert not any("missed" in line for line in said)
-    assert out.prediction.endswith("N found 6 rps above it by 7 whole probes from there")
-    assert plan.about == model.count == 8
+    assert out.prediction.endswith("N found 6 rps above it by 8 whole probes from there")
+    assert plan.about == model.count == 9
+    # one step a probe would have taken 16 to 23: the same 8; from 9 above the prediction
+    # on, the growing steps take fewer (the walk's probes grow with the log of the distance)
+    far = Cheapening(29)
+    out, _, _ = search(far)
+    assert out.n == 29 and far.count - 1 == 8 < 29 + 2 - 16
 
 
 def test_without_keystone_side_figures_the_search_says_so_and_runs_as_before():
