@@ -178,6 +178,9 @@ class ActionCounters:
     cache_gets: tuple[int, ...] = ()  # per request; empty: no cache operation traced
     cache_misses: tuple[int, ...] = ()
     ldap_calls: tuple[int, ...] = ()  # per request; empty: no LDAP call traced
+    # cache misses per request -> the counters of the requests that had that many,
+    # for each count at least MIN_REQUESTS requests had; empty: no cache traced
+    by_misses: Mapping[int, ActionCounters] = dataclasses.field(default_factory=dict)
 
     @property
     def requests(self) -> int:
@@ -209,6 +212,14 @@ class ActionCounters:
     def ldap_median(self) -> int | None:
         return statistics.median_low(self.ldap_calls) if self.ldap_calls else None
 
+    @property
+    def usual_misses(self) -> int | None:
+        """The cache misses per request that most traced requests had (ties: the fewest);
+        None without a cache state that MIN_REQUESTS requests shared."""
+        if not self.by_misses:
+            return None
+        return min(self.by_misses, key=lambda m: (-self.by_misses[m].requests, m))
+
     def as_dict(self) -> dict[str, Any]:
         doc: dict[str, Any] = {
             "action": self.action,
@@ -225,11 +236,17 @@ class ActionCounters:
         if self.ldap_calls:
             doc["ldap_calls_median"] = self.ldap_median
             doc["ldap_calls_max"] = max(self.ldap_calls)
+        if self.by_misses:
+            doc["by_cache_misses"] = {str(m): c.as_dict() for m, c in self.by_misses.items()}
         return doc
 
     @classmethod
     def from_dict(cls, doc: Mapping[str, Any]) -> ActionCounters:
-        """The counters a summary JSON kept (as_dict): medians stand for every request."""
+        """The counters a summary JSON kept (as_dict): medians stand for every request.
+
+        A summary written before ``by_cache_misses`` was kept has no cache
+        states: its verdict is judged over all requests, as it was then.
+        """
         n = int(doc.get("traced_requests") or 0)
         shapes = {str(k): float(v) for k, v in (doc.get("statements") or {}).items()}
         median = int(doc.get("sql_statements_median") or 0)
@@ -248,6 +265,9 @@ class ActionCounters:
             cache_gets=tuple([int(gets)] * n) if gets is not None else (),
             cache_misses=tuple([misses] * n) if gets is not None else (),
             ldap_calls=tuple([int(ldap)] * n) if ldap is not None else (),
+            by_misses={
+                int(m): cls.from_dict(c) for m, c in (doc.get("by_cache_misses") or {}).items()
+            },
         )
 
 
@@ -257,24 +277,32 @@ def by_action(costs: Sequence[RequestCost]) -> dict[str, ActionCounters]:
     for cost in costs:
         if cost.complete:
             grouped[cost.action].append(cost)
-    result = {}
-    for action, group in sorted(grouped.items()):
-        per_request = [c.shapes() for c in group]
-        every = sorted({s for counts in per_request for s in counts})
-        medians = {s: float(statistics.median_low([c[s] for c in per_request])) for s in every}
-        cached = any(c.cache_gets or c.cache_sets for c in group)
-        ldap = any(c.ldap_calls for c in group)
-        result[action] = ActionCounters(
-            action=action,
-            sql_counts=tuple(c.sql_count for c in group),
-            db_seconds=tuple(c.db_seconds for c in group),
-            shape_counts={s: n for s, n in medians.items() if n},
-            labels={s: label(s) for s in every},
-            cache_gets=tuple(c.cache_gets for c in group) if cached else (),
-            cache_misses=tuple(c.cache_misses for c in group) if cached else (),
-            ldap_calls=tuple(len(c.ldap_calls) for c in group) if ldap else (),
-        )
-    return result
+    return {action: _counters(action, group) for action, group in sorted(grouped.items())}
+
+
+def _counters(action: str, group: Sequence[RequestCost], states: bool = True) -> ActionCounters:
+    """ACTION's counters over GROUP; with STATES, also per cache-miss count (by_misses)."""
+    per_request = [c.shapes() for c in group]
+    every = sorted({s for counts in per_request for s in counts})
+    medians = {s: float(statistics.median_low([c[s] for c in per_request])) for s in every}
+    cached = any(c.cache_gets or c.cache_sets for c in group)
+    ldap = any(c.ldap_calls for c in group)
+    sizes = collections.Counter(c.cache_misses for c in group) if cached and states else {}
+    return ActionCounters(
+        action=action,
+        sql_counts=tuple(c.sql_count for c in group),
+        db_seconds=tuple(c.db_seconds for c in group),
+        shape_counts={s: n for s, n in medians.items() if n},
+        labels={s: label(s) for s in every},
+        cache_gets=tuple(c.cache_gets for c in group) if cached else (),
+        cache_misses=tuple(c.cache_misses for c in group) if cached else (),
+        ldap_calls=tuple(len(c.ldap_calls) for c in group) if ldap else (),
+        by_misses={
+            m: _counters(action, [c for c in group if c.cache_misses == m], states=False)
+            for m, n in sorted(sizes.items())
+            if n >= MIN_REQUESTS
+        },
+    )
 
 
 @dataclasses.dataclass(frozen=True)
