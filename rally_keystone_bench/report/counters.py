@@ -55,7 +55,8 @@ def with_evidence(
     other: str,
 ) -> str:
     """VERDICT (compare's or gate's text) with Keystone's evidence: the counts before it
-    when one changed (they are exact), else after it (unchanged or unknown), then
+    when one changed (they are exact), else after it (unchanged, unknown, or a rise
+    that followed cache misses the other side hit: shown, not failed), then
     py-spy's functions whose self time rose most (candidate minus OTHER, the base or
     the baseline)."""
     counts = format_changes(changes, latency_changed)
@@ -80,13 +81,14 @@ def evidence_html(
 ) -> dict[str, Any] | None:
     """What gate.html and compare.html show of Keystone's evidence, or None without any.
 
-    ``counts``: the lines of the counters that changed or are unknown, as printed;
-    ``unchanged``: the others' lines (folded away on the page); ``went``: py-spy's
+    ``counts``: the lines of the counters that changed or are unknown, as printed
+    (one whose rise followed cache misses too: shown, not failed); ``unchanged``:
+    the others' lines (folded away on the page); ``went``: py-spy's
     sentences; ``chart``: the same functions as bars, OTHER's self time beside the
     candidate's.
     """
-    moved = [c for c in changes if c.changed or c.failed or c.unknown]
-    still = [c for c in changes if not (c.changed or c.failed or c.unknown)]
+    moved = [c for c in changes if c.seen_changed or c.failed or c.unknown]
+    still = [c for c in changes if not (c.seen_changed or c.failed or c.unknown)]
     counts = format_changes(moved, latency_changed) if moved else []
     unchanged = format_changes(still, latency_changed) if still else []
     if not counts and not unchanged and not went:
