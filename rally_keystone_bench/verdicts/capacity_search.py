@@ -226,8 +226,8 @@ def _walk(search: _Search, start: float) -> _Walk:
     of the first three passes, two after the fourth, four after the fifth (_next_up);
     kept below the lowest rate that failed above (a ramp's step too). Once a whole
     probe has failed above the highest pass, the walk probes between the two
-    (_between). The
-    plan holds START and one probe more; each probe further grows it, said.
+    (_between). The plan holds START and one probe more; each probe further grows it,
+    said.
     """
     s, eps = search.settings, search.eps
     walked: list[Probe] = []
