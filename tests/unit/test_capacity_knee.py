@@ -396,6 +396,29 @@ def test_the_report_draws_n_and_n_plus_1_from_the_walks_probes_too():
     ]
 
 
+def test_the_page_says_the_walk_found_n_and_how_far_from_the_prediction(monkeypatch):
+    from rally_keystone_bench.report import capacity as capacity_report
+
+    monkeypatch.setattr(capacity_report, "machine", lambda: {"arch": "x", "cores": 2, "cpu": "c"})
+    for model, method in (
+        (RampHarsh(lambda rate: 0.07, 1.3), "walked from the knee Keystone's busy time predicted"),
+        (LawModel(lambda rate: 0.08, full=1.0), "walked from the knee"),
+    ):
+        out, _, _ = search(model)
+        summary = capacity_report.build_summary(out, SEARCH, "local", "t0", 1.0)
+        page = " ".join(capacity_report.render_html(summary, out.probes, out.n).split())
+        assert method in page and "by bisection" not in page
+        assert f'<th class="l">prediction</th><td>{out.prediction}</td>' in page
+        assert "whole probes from there" in out.prediction
+    # a search without a prediction still says it bisected, and has no prediction row
+    blind = Settings("validate", 1, 200, 10, 30, 0.01, 1, ramp=True)
+    out, _, _ = search(LawModel(lambda rate: 0.08), blind)
+    page = capacity_report.render_html(
+        capacity_report.build_summary(out, blind, "local", "t0", 1.0), out.probes, out.n
+    )
+    assert "rps by bisection" in page and "prediction</th>" not in page
+
+
 def test_every_probe_of_a_search_on_a_local_keystone_names_one_users_tag():
     import argparse
 
