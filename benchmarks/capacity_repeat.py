@@ -125,17 +125,6 @@ def one_run(scenario: str, database: str, target: str, extra: list[str], out: Pa
     }
 
 
-def _prediction(text: str) -> str:
-    """``held`` (the walk found N within two grid steps of the predicted rate), ``walked``
-    (it found N further away, ``N found 5 rps below it``), ``missed`` (the bisection
-    found it) or ``none``: from capacity.json's ``prediction``."""
-    if "missed" in text:
-        return "missed"
-    if "found by" in text:
-        return "held"
-    return "walked" if " it by " in text else "none"
-
-
 def describe_run(i: int, r: dict) -> str:
     if "error" in r:
         return f"  run {i}: {r['error']} ({r['seconds'] / 60:.1f} min)"
@@ -150,7 +139,7 @@ def describe_run(i: int, r: dict) -> str:
     steal = "-" if r["steal"] is None else f"{r['steal']:.2f}"
     busy = " BUSY MACHINE" if r["other"] is not None and r["other"] > QUIET_OTHER else ""
     setup = "" if r.get("setup") is None else f" (setup {r['setup']:.0f} s)"
-    held = _prediction(r.get("prediction") or "")
+    held = r.get("prediction_held") or "none"  # capacity.json's result.prediction_held
     cost = "-" if r.get("cost_ms") is None else f"{r['cost_ms']:.0f} ms"
     return (
         f"  run {i}: N = {n} rps ({how}), {r['probes']} probes, {r['seconds'] / 60:.1f} min"

@@ -62,6 +62,7 @@ def build_summary(
             "n_spread_rps": list(outcome.spread) if outcome.spread else None,
             "message": outcome.message,
             "prediction": outcome.prediction,
+            "prediction_held": outcome.prediction_held,
         },
         "probes": [p.to_json() for p in outcome.probes],
         "started_at": started_at,

@@ -113,6 +113,9 @@ class Outcome:
     probes: list[Probe] = dataclasses.field(default_factory=list)
     spread: tuple[float, float] | None = None  # N's range across disagreeing repeats
     prediction: str | None = None  # the knee predicted, and whether the probes found N there
+    # the prediction's verdict: "held" (the walk found N within two grid steps of it),
+    # "walked" (the walk found N further away), "missed" (bisection did); None: none
+    prediction_held: str | None = None
 
     @property
     def exit_code(self) -> int:

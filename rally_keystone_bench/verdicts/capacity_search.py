@@ -339,11 +339,11 @@ def _between(search: _Search, lo: float, hi_probe: Probe) -> tuple[float, str, s
             f"Keystone's workers now put saturation near {prediction.saturation:.1f} rps: "
             "the walk probes"
         )
-    role = (
-        "confirm N+1"
-        if rate <= lo + s.precision + search.eps
-        else ("confirm N" if rate >= hi_probe.rps - s.precision - search.eps else "search")
-    )
+    role = "search"  # N + 1 above a pass, N under a failure: what the probe confirms
+    if rate <= lo + s.precision + search.eps:
+        role = "confirm N+1"
+    elif rate >= hi_probe.rps - s.precision - search.eps:
+        role = "confirm N"
     return (
         rate,
         role,
@@ -403,8 +403,10 @@ def find_capacity(
         out = _outcome(walk.lo, walk.hi_probe, True, settings, search.probes)
         off = walk.lo - prediction.n
         away = ""
+        out.prediction_held = "held"
         if abs(off) > 2 * settings.precision + search.eps:  # held: within two grid steps
             away = f" {fmt(abs(off))} rps {'above' if off > 0 else 'below'} it"
+            out.prediction_held = "walked"
         out.prediction = f"{held}: N found{away} by {search.runs - 1} whole probes from there"
         return out
     lo, hi, hi_probe = walk.lo, walk.hi, walk.hi_probe
@@ -417,6 +419,7 @@ def find_capacity(
     )
     out = _bisect_and_confirm(search, lo, hi, hi_probe)
     out.prediction = f"{held}: missed ({walk.why}), found by bisection"
+    out.prediction_held = "missed"
     return out
 
 

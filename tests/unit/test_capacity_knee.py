@@ -139,6 +139,7 @@ def test_a_right_prediction_confirms_n_with_one_ramp_and_two_whole_probes():
     assert not plan.reasons and not any(line.startswith("plan:") for line in said)
     assert out.message == "N = 24 rps; 25 rps is degraded (slope)"
     assert out.prediction.startswith("predicted 25 rps (saturation near 25.0 rps): N found")
+    assert out.prediction_held == "held"
     assert any(line.startswith("predicted: Keystone's workers were") for line in said)
 
 
@@ -175,6 +176,7 @@ def test_a_capacity_that_falls_with_the_load_is_found_by_the_walk_down_from_the_
         "predicted 25 rps (saturation near 25.0 rps): N found 8 rps below it by 5 whole "
         "probes from there"
     )
+    assert out.prediction_held == "walked"
     # the plan grew, each time with a reason said, and never lagged the probe count
     grown = [line for line in said if line.startswith("plan: about")]
     assert grown == [
@@ -227,6 +229,7 @@ def test_a_walk_that_does_not_find_the_edge_says_the_prediction_missed_and_bisec
         ("confirm N", 8, True), ("confirm N+1", 9, False),
     ]  # fmt: skip
     assert "the prediction missed: bisection and two confirmations" in plan.reasons
+    assert out.prediction_held == "missed"
     assert all(k <= about for k, about in model.said_about) and plan.about >= model.count
 
 
@@ -417,6 +420,7 @@ def test_the_page_says_the_walk_found_n_and_how_far_from_the_prediction(monkeypa
         capacity_report.build_summary(out, blind, "local", "t0", 1.0), out.probes, out.n
     )
     assert "rps by bisection" in page and "prediction</th>" not in page
+    assert out.prediction_held is None
 
 
 def test_every_probe_of_a_search_on_a_local_keystone_names_one_users_tag():
